@@ -1,0 +1,10 @@
+"""The config system: Params, Registrable, FromParams, Lazy and ConfigurationError.
+
+This package does not import torch.
+"""
+
+from ipuflow.config.errors import ConfigurationError
+from ipuflow.config.from_params import FromParams
+from ipuflow.config.registrable import Registrable
+
+__all__ = ["ConfigurationError", "FromParams", "Registrable"]

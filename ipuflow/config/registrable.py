@@ -1,0 +1,122 @@
+"""Named registries of implementations, one namespace per base class."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from collections import defaultdict
+from typing import Callable, ClassVar, DefaultDict, Dict, List, Optional, Tuple, Type, TypeVar
+
+from ipuflow.config.errors import ConfigurationError, did_you_mean
+from ipuflow.config.from_params import FromParams
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T", bound="Registrable")
+
+_INCLUDE_PACKAGE_ADVICE = (
+    "If it is your own component, make sure the module that registers it is imported: pass "
+    "--include-package my_package, install it as a plugin (entry-point group 'ipuflow.plugins'), "
+    'or give the fully qualified class name, e.g. {"type": "my_package.models.MyModel"}.'
+)
+
+
+class Registrable(FromParams):
+    """A base class whose subclasses register under names that configs refer to as `type`.
+
+    `@Model.register("my_model")` adds a class to `Model`'s namespace; `Model.by_name("my_model")`
+    finds it. Each class that `register` is called on is its own namespace.
+    """
+
+    _registry: ClassVar[DefaultDict[type, Dict[str, Tuple[type, Optional[str]]]]] = defaultdict(dict)
+    default_implementation: ClassVar[Optional[str]] = None
+
+    @classmethod
+    def register(
+        cls, name: str, constructor: Optional[str] = None, exist_ok: bool = False
+    ) -> Callable[[Type[T]], Type[T]]:
+        """A decorator that registers a class under `name`, built with `constructor` if given.
+
+        `constructor` names a classmethod (such as `from_partial_objects`) that configs call
+        instead of `__init__`. A name already in use is an error unless `exist_ok`.
+        """
+        registry = Registrable._registry[cls]
+
+        def add_to_registry(subclass: Type[T]) -> Type[T]:
+            if name in registry:
+                existing = registry[name][0]
+                if not exist_ok:
+                    raise ConfigurationError(
+                        f"Cannot register {name!r} as {subclass.__name__} for {cls.__name__}: the name is "
+                        f"already in use for {existing.__name__}. Pass exist_ok=True to replace it."
+                    )
+                logger.info("%s: %r now names %s instead of %s", cls.__name__, name, subclass.__name__, existing.__name__)
+            if constructor is not None and not callable(getattr(subclass, constructor, None)):
+                raise ConfigurationError(f"{subclass.__name__} has no method {constructor!r} to register as a constructor.")
+            registry[name] = (subclass, constructor)
+            return subclass
+
+        return add_to_registry
+
+    @classmethod
+    def is_registrable_base(cls) -> bool:
+        """Whether `register` has been called on this class (it owns a namespace)."""
+        return cls in Registrable._registry
+
+    @classmethod
+    def resolve_class_name(cls, name: str) -> Tuple[type, Optional[str]]:
+        """The class and constructor name for `name`: a registered name or a dotted class path."""
+        registry = Registrable._registry.get(cls, {})
+        if name in registry:
+            return registry[name]
+        if "." in name:
+            module_name, _, class_name = name.rpartition(".")
+            try:
+                module = importlib.import_module(module_name)
+            except ModuleNotFoundError as error:
+                raise ConfigurationError(
+                    f"{name!r} looks like a path to a class, but its module {module_name!r} cannot be "
+                    f"imported ({error})."
+                ) from error
+            try:
+                return getattr(module, class_name), None
+            except AttributeError as error:
+                raise ConfigurationError(
+                    f"{name!r} looks like a path to a class, but module {module_name!r} has no "
+                    f"{class_name!r}."
+                ) from error
+        available = cls.list_available()
+        raise ConfigurationError(
+            f"{name!r} is not a registered name for {cls.__name__}.{did_you_mean(name, available)} "
+            f"Registered names: {', '.join(available) or '(none)'}. {_INCLUDE_PACKAGE_ADVICE}"
+        )
+
+    @classmethod
+    def by_name(cls: Type[T], name: str) -> Callable[..., T]:
+        """The class registered as `name`, or its registered constructor method."""
+        subclass, constructor = cls.resolve_class_name(name)
+        return subclass if constructor is None else getattr(subclass, constructor)
+
+    @classmethod
+    def list_available(cls) -> List[str]:
+        """Registered names, the default implementation first, the rest in registration order."""
+        names = list(Registrable._registry.get(cls, {}))
+        default = cls.default_implementation
+        if default is None:
+            return names
+        if default not in names:
+            raise ConfigurationError(f"The default implementation {default!r} of {cls.__name__} is not registered.")
+        return [default] + [name for name in names if name != default]
+
+    @classmethod
+    def registered_name(cls, subclass: type) -> Optional[str]:
+        """The first name under which `subclass` is registered in this namespace, if any."""
+        for name, (registered, _) in Registrable._registry.get(cls, {}).items():
+            if registered is subclass:
+                return name
+        return None
+
+
+def registrable_bases() -> List[type]:
+    """Every class that owns a registry, in the order they were first registered on."""
+    return list(Registrable._registry)

@@ -1,0 +1,40 @@
+"""The Model base class: a registrable torch module that computes its own loss."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Dict, Mapping, Optional
+
+import torch
+
+from ipuflow.config import Registrable
+
+IGNORE_LABEL = -100
+"""Label value of rows that the loader padded onto the batch axis: loss and metrics skip them."""
+
+
+class Model(torch.nn.Module, Registrable):
+    """A registrable `torch.nn.Module` whose `forward(**batch)` returns a dict of tensors.
+
+    In training the dict holds a scalar ``loss`` (the executors need the model to compute its own
+    loss, as poptorch does). `forward` stays a pure tensor computation so it can be compiled;
+    metrics are updated on the host from the outputs, through `update_metrics`.
+    """
+
+    default_predictor: ClassVar[Optional[str]] = None
+    """The name of the `Predictor` that `ipuflow predict` uses for this model by default."""
+
+    def forward(self, **batch: torch.Tensor) -> Dict[str, torch.Tensor]:  # type: ignore[override]
+        """The model's outputs for a batch; ``loss`` when the batch carries targets."""
+        raise NotImplementedError
+
+    def update_metrics(self, outputs: Mapping[str, torch.Tensor], batch: Mapping[str, Any]) -> None:
+        """Accumulate metrics from outputs that cover every row of `batch` (rows with
+        `IGNORE_LABEL` targets are padding and must be skipped)."""
+
+    def get_metrics(self, reset: bool = False) -> Dict[str, float]:
+        """Metrics accumulated since the last reset."""
+        return {}
+
+    def make_output_human_readable(self, outputs: Dict[str, torch.Tensor]) -> Dict[str, Any]:
+        """Turn a batch of outputs into per-instance, JSON-friendly values (labels for ids, ...)."""
+        return {key: value.tolist() if isinstance(value, torch.Tensor) else value for key, value in outputs.items()}

@@ -1,0 +1,8 @@
+"""Shared test set-up: the repository root on sys.path, so the suite runs from a checkout."""
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
