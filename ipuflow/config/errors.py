@@ -31,6 +31,6 @@ def closest_match(name: str, candidates: Iterable[str]) -> Optional[str]:
 
 
 def did_you_mean(name: str, candidates: Iterable[str]) -> str:
-    """' did you mean X?' when a close candidate exists, else ''."""
+    """' Did you mean X?' when a close candidate exists, else ''."""
     match = closest_match(name, candidates)
-    return f" did you mean {match!r}?" if match else ""
+    return f" Did you mean {match!r}?" if match else ""
