@@ -214,6 +214,16 @@ def build_arguments(cls: type, constructor: Callable[..., Any], params: Params, 
     argument takes are an error naming the key path and the closest valid key.
     """
     parameters = config_parameters(cls, constructor)
+    # Unknown keys first: a misspelt key also looks like a missing one, and "did you mean" helps more.
+    unknown = next((key for key in params if key not in parameters), None)
+    if unknown is not None:
+        valid = [name for name in parameters if name not in extras]
+        match = closest_match(unknown, valid)
+        raise ConfigurationError(
+            f"{params.path_of(unknown)}: unknown key for {cls.__name__}"
+            + (f"; did you mean {match!r}?" if match else ".")
+            + f" Valid keys: {', '.join(valid) or '(none)'}."
+        )
     kwargs: Dict[str, Any] = {}
     for name, parameter in parameters.items():
         path = params.path_of(name)
@@ -231,15 +241,6 @@ def build_arguments(cls: type, constructor: Callable[..., Any], params: Params, 
             kwargs[name] = None
             continue
         kwargs[name] = construct_value(value, parameter.annotation, path, extras)
-    if params:
-        unknown = next(iter(params))
-        valid = [name for name in parameters if name not in extras]
-        match = closest_match(unknown, valid)
-        raise ConfigurationError(
-            f"{params.path_of(unknown)}: unknown key for {cls.__name__}"
-            + (f"; did you mean {match!r}?" if match else ".")
-            + f" Valid keys: {', '.join(valid) or '(none)'}."
-        )
     return kwargs
 
 

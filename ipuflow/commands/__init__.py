@@ -1,0 +1,1 @@
+"""The `ipuflow` command line: one module per subcommand; heavy imports happen inside commands."""

@@ -1,0 +1,136 @@
+"""`ipuflow components [BASE [NAME]]`: what can be named in a config, and with which keys."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+from typing import Any, Dict, List, Optional, Tuple
+
+import click
+
+from ipuflow.commands.cli import debug_option, include_package_option
+from ipuflow.config.errors import ConfigurationError, closest_match
+
+# Arguments that ipuflow passes in while building, per base class name ("*": every base). They are
+# listed as injected rather than as config keys. `num_epochs` is a config key of the trainer but is
+# injected into schedulers, hence the per-base table.
+INJECTED_ARGUMENTS: Dict[str, Tuple[str, ...]] = {
+    "*": ("model", "optimizer", "vocab", "serialization_dir", "data_loader", "validation_data_loader",
+          "instances", "model_parameters", "parameters"),
+    "LearningRateScheduler": ("num_epochs", "num_steps_per_epoch"),
+    "MomentumScheduler": ("num_epochs", "num_steps_per_epoch"),
+    "StepExecutor": ("training",),
+}
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+def _bases() -> Dict[str, type]:
+    from ipuflow.config.registrable import registrable_bases
+
+    return {base.__name__: base for base in registrable_bases()}
+
+
+def _find_base(name: str) -> type:
+    bases = _bases()
+    wanted = name.replace("-", "_").lower()
+    for base_name, base in bases.items():
+        if wanted in (base_name.lower(), _snake(base_name)):
+            return base
+    candidates = list(bases) + [_snake(n) for n in bases]
+    match = closest_match(name, candidates)
+    hint = f" Did you mean {match!r}?" if match else ""
+    raise ConfigurationError(f"{name!r} is not a registrable base.{hint} Bases: {', '.join(sorted(bases))}.")
+
+
+def _first_doc_line(text: Optional[str]) -> str:
+    return (inspect.cleandoc(text).splitlines() or [""])[0] if text else ""
+
+
+def _parameter_docs(constructor: Any, cls: type) -> Dict[str, str]:
+    """First lines of per-parameter docs, from `name : type` / `name:` sections of docstrings."""
+    docs: Dict[str, str] = {}
+    for source in (getattr(constructor, "__doc__", None), cls.__doc__, getattr(cls.__init__, "__doc__", None)):
+        if not source:
+            continue
+        lines = inspect.cleandoc(source).splitlines()
+        for index, line in enumerate(lines):
+            match = re.match(r"^\s*[`*]*(\w+)[`*]*\s*(?:\(.*?\))?\s*:\s*(.*)$", line)
+            if match and match.group(1) not in docs:
+                text = match.group(2).strip()
+                if not text and index + 1 < len(lines):
+                    text = lines[index + 1].strip()
+                docs[match.group(1)] = text
+    return docs
+
+
+def describe_component(base: type, name: str) -> List[Dict[str, Any]]:
+    """The config keys of `base`'s implementation `name`: key, type, default, doc, injected."""
+    from ipuflow.config.from_params import config_parameters, type_description
+
+    subclass, constructor_name = base.resolve_class_name(name)  # type: ignore[attr-defined]
+    constructor = subclass.__init__ if constructor_name is None else getattr(subclass, constructor_name)
+    injected = set(INJECTED_ARGUMENTS["*"]) | set(INJECTED_ARGUMENTS.get(base.__name__, ()))
+    docs = _parameter_docs(constructor, subclass)
+    rows = []
+    for parameter in config_parameters(subclass, constructor).values():
+        rows.append({
+            "key": parameter.name,
+            "type": type_description(parameter.annotation),
+            "default": "(required)" if parameter.required else _show_default(parameter.default),
+            "doc": docs.get(parameter.name, ""),
+            "injected": parameter.name in injected,
+        })
+    return rows
+
+
+def _show_default(value: Any) -> str:
+    try:
+        return json.dumps(value)
+    except TypeError:
+        return repr(value)
+
+
+@click.command("components")
+@click.argument("base", required=False)
+@click.argument("name", required=False)
+@include_package_option
+@debug_option
+def components(base: Optional[str], name: Optional[str], include_package: Tuple[str, ...]) -> None:
+    """List registered components: every base, one base's names, or one component's config keys."""
+    from ipuflow.config.plugins import include_packages
+
+    include_packages(include_package)
+    if base is None:
+        for base_name, base_class in sorted(_bases().items()):
+            names = base_class.list_available()  # type: ignore[attr-defined]
+            click.echo(f"{base_name}: {', '.join(names)}")
+        return
+    base_class = _find_base(base)
+    if name is None:
+        default = base_class.default_implementation  # type: ignore[attr-defined]
+        click.echo(f"{base_class.__name__}: {_first_doc_line(base_class.__doc__)}")
+        for registered in base_class.list_available():  # type: ignore[attr-defined]
+            subclass, _ = base_class.resolve_class_name(registered)  # type: ignore[attr-defined]
+            marker = " (default)" if registered == default else ""
+            click.echo(f"  {registered}{marker}: {_first_doc_line(subclass.__doc__)}")
+        return
+    subclass, _ = base_class.resolve_class_name(name)  # type: ignore[attr-defined]
+    click.echo(f"{base_class.__name__} {name!r} ({subclass.__module__}.{subclass.__qualname__})")
+    summary = _first_doc_line(subclass.__doc__)
+    if summary:
+        click.echo(f"  {summary}")
+    rows = describe_component(base_class, name)
+    keys = [row for row in rows if not row["injected"]]
+    injected = [row for row in rows if row["injected"]]
+    click.echo("config keys:")
+    for row in keys or []:
+        doc = f"  {row['doc']}" if row["doc"] else ""
+        click.echo(f"  {row['key']}: {row['type']} = {row['default']}{doc}")
+    if not keys:
+        click.echo("  (none)")
+    if injected:
+        click.echo("injected by ipuflow (not config keys): " + ", ".join(row["key"] for row in injected))

@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Install ipuflow with its test dependencies into .venv and run the test suite.
+# Extra arguments go to pytest (e.g. `-m "not slow"` for the quick subset).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/setup_env.sh dev
+python -m pytest "$@"
