@@ -1,0 +1,34 @@
+"""Data: fields and instances, the vocabulary, tokenizers and dataset readers.
+
+Importing this package registers every built-in reader, tokenizer and vocabulary constructor;
+transformers is imported only when a pretrained tokenizer is built.
+"""
+
+from ipuflow.data.fields import Field, LabelField, MetadataField, TensorField, TextField
+from ipuflow.data.instance import Instance
+from ipuflow.data.vocabulary import Vocabulary
+from ipuflow.data.tokenizers import PretrainedTransformerTokenizer, RegexTokenizer, Tokenizer, WhitespaceTokenizer
+from ipuflow.data.readers import (
+    DatasetReader,
+    TensorClassificationReader,
+    TextClassificationCsvReader,
+    TextClassificationJsonReader,
+)
+
+__all__ = [
+    "Field",
+    "TextField",
+    "LabelField",
+    "TensorField",
+    "MetadataField",
+    "Instance",
+    "Vocabulary",
+    "Tokenizer",
+    "WhitespaceTokenizer",
+    "RegexTokenizer",
+    "PretrainedTransformerTokenizer",
+    "DatasetReader",
+    "TextClassificationJsonReader",
+    "TextClassificationCsvReader",
+    "TensorClassificationReader",
+]

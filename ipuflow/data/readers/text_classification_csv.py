@@ -1,0 +1,90 @@
+"""The `text_classification_csv` reader: delimited text with a header row."""
+
+from __future__ import annotations
+
+import csv
+import logging
+from pathlib import Path
+from typing import Any, Iterator, Mapping, Optional, Union
+
+from ipuflow.config import ConfigurationError
+from ipuflow.data.instance import Instance
+from ipuflow.data.readers.dataset_reader import DatasetReader
+from ipuflow.data.readers.labels import check_label
+from ipuflow.data.readers.text_classification_json import text_classification_instance
+from ipuflow.data.tokenizers import Tokenizer, WhitespaceTokenizer
+
+logger = logging.getLogger(__name__)
+
+
+@DatasetReader.register("text_classification_csv")
+class TextClassificationCsvReader(DatasetReader):
+    """CSV (or other `delimiter`) files whose header row names a `text_column` and a
+    `label_column`. A file without the label column gives unlabelled instances (for prediction).
+    """
+
+    def __init__(
+        self,
+        tokenizer: Tokenizer = WhitespaceTokenizer(),
+        text_column: str = "text",
+        label_column: str = "label",
+        delimiter: str = ",",
+        max_instances: Optional[int] = None,
+        max_tokens: Optional[int] = None,
+        label_namespace: str = "labels",
+        keep_text: bool = True,
+    ) -> None:
+        super().__init__(max_instances=max_instances)
+        if len(delimiter) != 1:
+            raise ConfigurationError(f"dataset_reader.delimiter: expected one character, found {delimiter!r}.")
+        if max_tokens is not None and max_tokens < 1:
+            raise ConfigurationError(f"dataset_reader.max_tokens: expected a positive int or null, found {max_tokens}.")
+        self.tokenizer = tokenizer
+        self.text_column = text_column
+        self.label_column = label_column
+        self.delimiter = delimiter
+        self.max_tokens = max_tokens
+        self.label_namespace = label_namespace
+        self.keep_text = keep_text
+
+    def _read(self, path: Path) -> Iterator[Instance]:
+        # newline="" lets the csv module handle line breaks inside quoted fields.
+        with open(path, encoding="utf-8", newline="") as file:
+            rows = csv.reader(file, delimiter=self.delimiter)
+            try:
+                header = next(rows, None)
+                if header is None:
+                    return
+                if self.text_column not in header:
+                    raise ConfigurationError(
+                        f"{path}:1: the header has no text column {self.text_column!r} (columns: {header})."
+                    )
+                text_at = header.index(self.text_column)
+                label_at = header.index(self.label_column) if self.label_column in header else None
+                if label_at is None:
+                    logger.warning("%s has no %r column: its instances have no labels.", path, self.label_column)
+                for row in rows:
+                    if not row:
+                        continue
+                    if len(row) != len(header):
+                        raise ConfigurationError(
+                            f"{path}:{rows.line_num}: expected {len(header)} fields as in the header, found {len(row)}."
+                        )
+                    label = None if label_at is None else row[label_at]
+                    yield self.text_to_instance(row[text_at], label)
+            except csv.Error as error:
+                raise ConfigurationError(f"{path}:{rows.line_num}: malformed CSV ({error}).") from None
+            except UnicodeDecodeError as error:
+                raise ConfigurationError(f"{path}: not UTF-8 text ({error.reason}).") from None
+
+    def text_to_instance(self, text: str, label: Union[str, int, None] = None) -> Instance:  # type: ignore[override]
+        """An instance of `text` and, if given, its `label`."""
+        return text_classification_instance(self.tokenizer, text, label, self.max_tokens, self.label_namespace, self.keep_text)
+
+    def instance_from_json(self, obj: Mapping[str, Any]) -> Instance:
+        """An instance from `{text_column: ..., label_column: ...}` (the label optional)."""
+        text = obj.get(self.text_column)
+        if not isinstance(text, str):
+            raise ConfigurationError(f"JSON input: expected a string under {self.text_column!r}, found {text!r} (keys: {sorted(obj)}).")
+        label = check_label(obj[self.label_column], "JSON input", self.label_column) if self.label_column in obj else None
+        return self.text_to_instance(text, label)

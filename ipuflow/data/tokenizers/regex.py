@@ -1,0 +1,35 @@
+"""The `regex` tokenizer: tokens are the matches of a regular expression."""
+
+from __future__ import annotations
+
+import re
+from typing import List
+
+from ipuflow.config import ConfigurationError
+from ipuflow.data.tokenizers.tokenizer import Tokenizer
+
+WORDS_AND_PUNCTUATION = r"\w+(?:'\w+)?|[^\w\s]"
+"""Words (with an inner apostrophe: "don't", "film's") and single punctuation marks."""
+
+
+@Tokenizer.register("regex")
+class RegexTokenizer(Tokenizer):
+    """Tokens are the non-overlapping matches of `pattern` (by default words and punctuation),
+    lowercased unless `lowercase` is false."""
+
+    def __init__(self, pattern: str = WORDS_AND_PUNCTUATION, lowercase: bool = True) -> None:
+        try:
+            self._regex = re.compile(pattern)
+        except re.error as error:
+            raise ConfigurationError(f"tokenizer.pattern: {pattern!r} is not a valid regular expression ({error}).") from None
+        if self._regex.groups:
+            # findall would return the groups instead of the whole matches.
+            raise ConfigurationError(
+                f"tokenizer.pattern: {pattern!r} has capturing groups; use non-capturing ones, (?:...)."
+            )
+        self.pattern = pattern
+        self.lowercase = lowercase
+
+    def tokenize(self, text: str) -> List[str]:
+        """The matches of the pattern in `text`."""
+        return self._regex.findall(text.lower() if self.lowercase else text)
