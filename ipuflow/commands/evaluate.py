@@ -1,0 +1,91 @@
+"""`ipuflow evaluate ARCHIVE INPUT`: score an archived model on one or more data files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Dict, List, Optional, TextIO, Tuple
+
+import click
+
+from ipuflow.commands.cli import debug_option, include_package_option
+
+
+def evaluate_archive(archive_path: str, input_paths: List[str], batch_size: Optional[int] = None,
+                     device: Optional[str] = None, overrides: str = "", weights_file: Optional[str] = None,
+                     predictions_file: Optional[TextIO] = None) -> Dict[str, Any]:
+    """Metrics of the archived model on each input (keys prefixed by file stem when several)."""
+    import torch
+
+    from ipuflow.archival import load_archive
+    from ipuflow.config import Params
+    from ipuflow.evaluation.evaluator import evaluate, split_rows
+    from ipuflow.evaluation.inference import inference_executor_from_config, loader_from_config
+    from ipuflow.evaluation.postprocessor import Postprocessor
+
+    archive = load_archive(archive_path, overrides=overrides, weights_file=weights_file)
+    model, config = archive.model, archive.config
+    executor = inference_executor_from_config(config, model, device)
+    postprocessor_params = config.get("postprocessor")
+    postprocessor = Postprocessor.from_params(postprocessor_params) if isinstance(postprocessor_params, Params) else None
+    all_metrics: Dict[str, Any] = {}
+    for path in input_paths:
+        instances = archive.validation_dataset_reader.read(path)
+        loader = loader_from_config(config, [instance.index(archive.vocab) for instance in instances], batch_size)
+        loader.set_batch_size_factor(executor.batch_size_factor)
+        outputs: List[Dict[str, Any]] = []
+
+        def collect(batch_outputs: Any, batch: Any) -> None:
+            readable = model.make_output_human_readable(dict(batch_outputs))
+            outputs.extend(split_rows(readable, next(iter(batch.values())).shape[0]))
+
+        keep_outputs = predictions_file is not None or postprocessor is not None
+        with torch.no_grad():
+            metrics = evaluate(model, executor, loader, on_outputs=collect if keep_outputs else None)
+        outputs = outputs[: len(instances)]  # the rest padded the last combined batch
+        if postprocessor is not None:
+            predictions = postprocessor(outputs, instances)
+            metrics.update(postprocessor.metrics(predictions, instances))
+        else:
+            predictions = outputs
+        if predictions_file is not None:
+            from ipuflow.predictors.predictor import _jsonable
+
+            for prediction in predictions:
+                predictions_file.write(json.dumps(_jsonable(prediction)) + "\n")
+        prefix = f"{Path(path).stem}_" if len(input_paths) > 1 else ""
+        all_metrics.update({f"{prefix}{key}": value for key, value in metrics.items()})
+    return all_metrics
+
+
+@click.command("evaluate")
+@click.argument("archive", metavar="ARCHIVE")
+@click.argument("input_paths", metavar="INPUT")
+@click.option("--output-file", type=click.Path(dir_okay=False), help="Write the metrics as JSON here.")
+@click.option("--predictions-output-file", type=click.Path(dir_okay=False),
+              help="Write one JSON line of human-readable outputs per instance here.")
+@click.option("--batch-size", type=click.IntRange(min=1), help="Micro-batch size (default: the config's).")
+@click.option("--device", help="Device for the native executor, e.g. cpu or cuda:0.")
+@click.option("-o", "--overrides", default="", metavar="JSON", help="Edits to the archived config.")
+@click.option("--weights-file", type=click.Path(dir_okay=False), help="Weights to use instead of the archive's.")
+@include_package_option
+@debug_option
+def evaluate(archive: str, input_paths: str, output_file: Optional[str], predictions_output_file: Optional[str],
+             batch_size: Optional[int], device: Optional[str], overrides: str, weights_file: Optional[str],
+             include_package: Tuple[str, ...]) -> None:
+    """Score the model in ARCHIVE (model.tar.gz or a run directory) on INPUT (comma-separated paths)."""
+    from ipuflow.config.plugins import include_packages
+    from ipuflow.experiment.serialization_dir import configure_logging, write_json_atomically
+
+    configure_logging()
+    include_packages(include_package)
+    paths = [path.strip() for path in input_paths.split(",") if path.strip()]
+    predictions = open(predictions_output_file, "w") if predictions_output_file else None
+    try:
+        metrics = evaluate_archive(archive, paths, batch_size, device, overrides, weights_file, predictions)
+    finally:
+        if predictions is not None:
+            predictions.close()
+    click.echo(json.dumps(metrics, indent=2))
+    if output_file:
+        write_json_atomically(Path(output_file), metrics)

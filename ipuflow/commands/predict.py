@@ -1,0 +1,87 @@
+"""`ipuflow predict ARCHIVE INPUT|-`: run an archived model on JSON-lines inputs."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Optional, Tuple
+
+import click
+
+from ipuflow.commands.cli import EXIT_RUNTIME_ERROR, debug_option, include_package_option, report_error
+
+
+@click.command("predict")
+@click.argument("archive", metavar="ARCHIVE")
+@click.argument("input_file", metavar="INPUT")
+@click.option("--output-file", type=click.Path(dir_okay=False), help="Write predictions here (default: stdout).")
+@click.option("--batch-size", type=click.IntRange(min=1), help="Micro-batch size (default: the config's).")
+@click.option("--predictor", "predictor_name", help="A registered Predictor (default: the model's own).")
+@click.option("--predictor-args", default="{}", metavar="JSON", help="Extra arguments for the predictor, as JSON.")
+@click.option("--silent", is_flag=True, help="Do not echo predictions to stdout when writing --output-file.")
+@click.option("--use-dataset-reader", is_flag=True,
+              help="Read INPUT as a data file with the archive's dataset reader instead of as JSON lines.")
+@click.option("--skip-bad-lines", is_flag=True, help="Log malformed input lines and go on instead of stopping.")
+@click.option("--device", help="Device for the native executor, e.g. cpu or cuda:0.")
+@include_package_option
+@debug_option
+def predict(archive: str, input_file: str, output_file: Optional[str], batch_size: Optional[int],
+            predictor_name: Optional[str], predictor_args: str, silent: bool, use_dataset_reader: bool,
+            skip_bad_lines: bool, device: Optional[str], include_package: Tuple[str, ...]) -> int:
+    """Predict each JSON line of INPUT ('-' for stdin) with the model in ARCHIVE; JSON lines out."""
+    from ipuflow.archival import load_archive
+    from ipuflow.config import ConfigurationError, Params
+    from ipuflow.config.plugins import include_packages
+    from ipuflow.evaluation.inference import inference_executor_from_config
+    from ipuflow.experiment.serialization_dir import configure_logging
+    from ipuflow.predictors.batch_prediction import BadInputLine, BatchPredictor, predict_lines
+    from ipuflow.predictors.predictor import Predictor
+
+    configure_logging()
+    include_packages(include_package)
+    try:
+        extra_args = json.loads(predictor_args)
+    except json.JSONDecodeError as error:
+        raise ConfigurationError(f"--predictor-args: not valid JSON ({error.msg}).") from None
+    if not isinstance(extra_args, dict):
+        raise ConfigurationError("--predictor-args: expected a JSON object such as '{\"top_k\": 2}'.")
+    loaded = load_archive(archive)
+    name = predictor_name or getattr(loaded.model, "default_predictor", None)
+    if name is None:
+        raise ConfigurationError(f"{type(loaded.model).__name__} names no default predictor; pass --predictor NAME.")
+    predictor = Predictor.from_params(Params({"type": name, **extra_args}, history="predictor."),
+                                      model=loaded.model, dataset_reader=loaded.validation_dataset_reader)
+    executor = inference_executor_from_config(loaded.config, loaded.model, device)
+    runner = BatchPredictor(predictor, executor, loaded.config, loaded.vocab, batch_size)
+
+    out = open(output_file, "w") if output_file else None
+
+    def write(prediction: dict) -> None:
+        line = json.dumps(prediction)
+        if out is not None:
+            out.write(line + "\n")
+        if out is None or not silent:
+            click.echo(line)
+
+    try:
+        if use_dataset_reader:
+            instances = loaded.validation_dataset_reader.read(input_file)
+            for prediction in runner.predict_instances([({}, instance) for instance in instances]):
+                write(prediction)
+            return 0
+        if input_file != "-" and not os.path.isfile(input_file):
+            raise ConfigurationError(f"Input file {input_file!r} does not exist.")
+        stream = sys.stdin if input_file == "-" else open(input_file)
+        try:
+            predict_lines(runner, stream, write, skip_bad_lines=skip_bad_lines)
+        except BadInputLine as bad:
+            return report_error(f"{bad} (earlier lines were predicted; --skip-bad-lines goes on past bad lines)",
+                                EXIT_RUNTIME_ERROR)
+        finally:
+            if stream is not sys.stdin:
+                stream.close()
+    finally:
+        if out is not None:
+            out.close()
+    return 0

@@ -1,0 +1,6 @@
+"""Scoring a model on a dataset through an inference executor, with optional post-processing."""
+
+from ipuflow.evaluation.evaluator import evaluate
+from ipuflow.evaluation.postprocessor import Postprocessor
+
+__all__ = ["Postprocessor", "evaluate"]

@@ -1,0 +1,46 @@
+"""Building the inference executor and the loader that evaluate and predict use from an archive's config.
+
+Both commands run through the same executor options the model was trained with (device,
+precision, device iterations), so an IPU-trained model is scored on IPUs; flags override them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Mapping, Optional, Sequence
+
+from ipuflow.config import Params
+
+
+def inference_executor_from_config(config: Params, model: Any, device: Optional[str] = None) -> Any:
+    """An inference executor for `model` from the config's `trainer.executor` block.
+
+    `device` (e.g. "cpu", "cuda:0") replaces the native executor's device.
+    """
+    from ipuflow.execution.executor import StepExecutor
+
+    trainer = config.get("trainer") or Params({})
+    executor_config: Dict[str, Any] = trainer.get("executor").as_dict() if isinstance(trainer.get("executor"), Params) else {}
+    if isinstance(trainer.get("executor"), str):
+        executor_config = {"type": trainer.get("executor")}
+    if device is not None:
+        if executor_config.get("type", "native") != "native":
+            from ipuflow.config import ConfigurationError
+
+            raise ConfigurationError(f"--device applies to the native executor; this model's executor is "
+                                     f"{executor_config['type']!r}.")
+        executor_config["device"] = device
+    # Compilation pays off over many identical training steps, less so for one evaluation pass.
+    return StepExecutor.from_params(Params(executor_config, history="trainer.executor."), model=model, training=False)
+
+
+def loader_from_config(config: Params, instances: Sequence[Mapping[str, Any]], batch_size: Optional[int] = None) -> Any:
+    """A non-shuffling loader over `instances` that pads the last combined batch, from the config's
+    `validation_data_loader` (or `data_loader`) block; `batch_size` replaces the micro-batch size."""
+    from ipuflow.data.loader import DataLoader
+
+    block = config.get("validation_data_loader") or config.get("data_loader") or Params({})
+    loader_config = block.as_dict() if isinstance(block, Params) else {}
+    loader_config.update({"shuffle": False, "pad_on_batch_axis": True})
+    if batch_size is not None:
+        loader_config["batch_size"] = batch_size
+    return DataLoader.from_params(Params(loader_config, history="data_loader."), instances=list(instances))

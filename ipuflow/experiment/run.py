@@ -1,0 +1,71 @@
+"""`ipuflow train`'s flow: config → serialization directory → TrainModel → training → archive."""
+
+from __future__ import annotations
+
+import json
+import logging
+import tempfile
+from pathlib import Path
+from typing import Any, Dict, Mapping, Optional, Sequence, Union
+
+from ipuflow.config import ConfigurationError, Params
+from ipuflow.config.plugins import include_packages
+from ipuflow.experiment.serialization_dir import (
+    CONFIG_NAME, LOG_NAME, META_NAME, METRICS_NAME, configure_logging, prepare_serialization_dir, run_metadata,
+    write_json_atomically,
+)
+
+logger = logging.getLogger(__name__)
+
+
+def train_model_from_file(
+    config_file: Union[str, Path],
+    serialization_dir: Union[str, Path],
+    overrides: Union[str, Mapping[str, Any]] = "",
+    recover: bool = False,
+    force: bool = False,
+    dry_run: bool = False,
+    include_package: Sequence[str] = (),
+    ext_vars: Optional[Mapping[str, str]] = None,
+    file_friendly_logging: bool = False,
+) -> Dict[str, Any]:
+    """Train the experiment in `config_file` into `serialization_dir`; return its final metrics.
+
+    With `dry_run`, every object is built (data read, vocabulary counted, model and executor
+    created) in a temporary directory and a summary is returned; nothing is trained or written to
+    `serialization_dir`.
+    """
+    include_packages(include_package)
+    params = Params.from_file(config_file, overrides, ext_vars)
+    if dry_run:
+        with tempfile.TemporaryDirectory(prefix="ipuflow-dry-run-") as scratch:
+            configure_logging(None, file_friendly_logging)
+            return _build(params, Path(scratch)).describe()
+    return train_model(params, serialization_dir, recover=recover, force=force,
+                       file_friendly_logging=file_friendly_logging)
+
+
+def train_model(params: Params, serialization_dir: Union[str, Path], recover: bool = False, force: bool = False,
+                file_friendly_logging: bool = False) -> Dict[str, Any]:
+    """Train the experiment described by `params` into `serialization_dir` (see `train_model_from_file`)."""
+    from ipuflow.archival import archive_model
+
+    directory = Path(serialization_dir)
+    prepare_serialization_dir(directory, params, recover=recover, force=force)
+    configure_logging(directory / LOG_NAME, file_friendly_logging)
+    if not recover:
+        params.to_file(directory / CONFIG_NAME)
+    write_json_atomically(directory / META_NAME, run_metadata())
+    experiment = _build(params, directory)
+    metrics = experiment.run()
+    write_json_atomically(directory / METRICS_NAME, metrics)
+    archive = archive_model(directory)
+    logger.info("Trained model archived in %s", archive)
+    logger.info("Metrics: %s", json.dumps(metrics, indent=2))
+    return metrics
+
+
+def _build(params: Params, directory: Path) -> Any:
+    from ipuflow.experiment.train_model import TrainModel
+
+    return TrainModel.from_params(params.duplicate(), serialization_dir=str(directory))

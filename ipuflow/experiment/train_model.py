@@ -1,0 +1,179 @@
+"""TrainModel: the top-level config object of `ipuflow train`, built in dependency order."""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+import numpy
+import torch
+
+from ipuflow.config import ConfigurationError, Lazy, Registrable
+from ipuflow.data.loader import DataLoader
+from ipuflow.data.readers import DatasetReader
+from ipuflow.data.vocabulary import Vocabulary
+from ipuflow.evaluation.evaluator import evaluate
+from ipuflow.experiment.serialization_dir import VOCABULARY_DIR
+from ipuflow.models.model import Model
+from ipuflow.training.trainer import Trainer
+
+logger = logging.getLogger(__name__)
+
+DATASET_NAMES = ("train", "validation", "test")
+
+
+def seed_everything(random_seed: Optional[int], numpy_seed: Optional[int], pytorch_seed: Optional[int]) -> None:
+    """Seed Python's, NumPy's and torch's generators (each skipped when None)."""
+    if random_seed is not None:
+        random.seed(random_seed)
+    if numpy_seed is not None:
+        numpy.random.seed(numpy_seed)
+    if pytorch_seed is not None:
+        torch.manual_seed(pytorch_seed)
+
+
+class TrainModel(Registrable):
+    """Everything one experiment builds: data, vocabulary, model, loaders and trainer.
+
+    Config keys: `dataset_reader`, `validation_dataset_reader`, `train_data_path`,
+    `validation_data_path`, `test_data_path`, `evaluate_on_test`, `vocabulary`,
+    `datasets_for_vocab_creation`, `model`, `data_loader`, `validation_data_loader`, `trainer`,
+    `random_seed`, `numpy_seed`, `pytorch_seed`.
+    """
+
+    default_implementation = "default"
+
+    def __init__(
+        self,
+        serialization_dir: str,
+        model: Model,
+        trainer: Trainer,
+        vocab: Vocabulary,
+        datasets: Dict[str, List[Any]],
+        test_data_loader: Optional[DataLoader] = None,
+        evaluate_on_test: bool = False,
+    ) -> None:
+        self.serialization_dir = Path(serialization_dir)
+        self.model = model
+        self.trainer = trainer
+        self.vocab = vocab
+        self.datasets = datasets
+        self.test_data_loader = test_data_loader
+        self.evaluate_on_test = evaluate_on_test
+
+    @classmethod
+    def from_partial_objects(
+        cls,
+        serialization_dir: str,
+        dataset_reader: DatasetReader,
+        train_data_path: str,
+        model: Lazy[Model],
+        data_loader: Lazy[DataLoader],
+        trainer: Lazy[Trainer],
+        vocabulary: Lazy[Vocabulary] = Lazy(Vocabulary),
+        datasets_for_vocab_creation: Optional[List[str]] = None,
+        validation_dataset_reader: Optional[DatasetReader] = None,
+        validation_data_path: Optional[str] = None,
+        validation_data_loader: Optional[Lazy[DataLoader]] = None,
+        test_data_path: Optional[str] = None,
+        evaluate_on_test: bool = False,
+        random_seed: Optional[int] = 13370,
+        numpy_seed: Optional[int] = 1337,
+        pytorch_seed: Optional[int] = 133,
+    ) -> "TrainModel":
+        """Read the data, build the vocabulary, the model, the loaders and the trainer, in that order.
+
+        dataset_reader: reads `train_data_path` (and the other paths unless
+            `validation_dataset_reader` is given).
+        datasets_for_vocab_creation: which of train/validation/test the vocabulary is built from
+            (default: all that are given).
+        evaluate_on_test: after training, score the best model on `test_data_path`.
+        random_seed: seeds Python's `random` (null skips seeding); numpy_seed and pytorch_seed likewise.
+        """
+        seed_everything(random_seed, numpy_seed, pytorch_seed)
+        directory = Path(serialization_dir)
+
+        evaluation_reader = validation_dataset_reader or dataset_reader
+        paths = {"train": train_data_path, "validation": validation_data_path, "test": test_data_path}
+        if evaluate_on_test and test_data_path is None:
+            raise ConfigurationError("evaluate_on_test: true needs a test_data_path.")
+        datasets: Dict[str, List[Any]] = {}
+        for name, path in paths.items():
+            if path is None:
+                continue
+            reader = dataset_reader if name == "train" else evaluation_reader
+            started = time.perf_counter()
+            datasets[name] = reader.read(path)
+            logger.info("Read %d %s instances from %s in %.1fs", len(datasets[name]), name, path,
+                        time.perf_counter() - started)
+            if not datasets[name]:
+                raise ConfigurationError(f"{name}_data_path: {path} holds no instances.")
+
+        for_vocab = datasets_for_vocab_creation if datasets_for_vocab_creation is not None else list(datasets)
+        unknown = [name for name in for_vocab if name not in datasets]
+        if unknown:
+            raise ConfigurationError(
+                f"datasets_for_vocab_creation: {unknown} are not among the datasets this config reads "
+                f"({', '.join(datasets)})."
+            )
+        vocab_instances = [instance for name in for_vocab for instance in datasets[name]]
+        vocab = vocabulary.construct(instances=vocab_instances)
+        vocab.save_to_files(str(directory / VOCABULARY_DIR))
+
+        built_model = model.construct(vocab=vocab, serialization_dir=serialization_dir)
+        indexed = {name: [instance.index(vocab) for instance in instances] for name, instances in datasets.items()}
+
+        train_loader = data_loader.construct(instances=indexed["train"])
+        # Evaluation must see every instance: pad the last combined batch instead of dropping it.
+        evaluation_loader = validation_data_loader or data_loader
+        validation_loader = (
+            evaluation_loader.construct(instances=indexed["validation"], shuffle=False, pad_on_batch_axis=True)
+            if "validation" in indexed else None
+        )
+        test_loader = (
+            evaluation_loader.construct(instances=indexed["test"], shuffle=False, pad_on_batch_axis=True)
+            if "test" in indexed else None
+        )
+        built_trainer = trainer.construct(
+            model=built_model,
+            serialization_dir=serialization_dir,
+            data_loader=train_loader,
+            validation_data_loader=validation_loader,
+        )
+        return cls(serialization_dir, built_model, built_trainer, vocab, datasets, test_loader, evaluate_on_test)
+
+    def run(self) -> Dict[str, Any]:
+        """Train, then score the best model on the test set when asked; return the final metrics."""
+        metrics = dict(self.trainer.train())
+        if self.evaluate_on_test and self.test_data_loader is not None:
+            logger.info("Evaluating the best model on the test set")
+            executor = self.trainer.executor.inference_executor()
+            self.test_data_loader.set_batch_size_factor(executor.batch_size_factor)
+            with torch.no_grad():
+                test_metrics = evaluate(self.model, executor, self.test_data_loader)
+            metrics.update({f"test_{key}": value for key, value in test_metrics.items()})
+        return metrics
+
+    def describe(self) -> Dict[str, Any]:
+        """What `--dry-run` reports: dataset and vocabulary sizes, parameters, batches, executor plan."""
+        parameters = sum(p.numel() for p in self.model.parameters())
+        trainable = sum(p.numel() for p in self.model.parameters() if p.requires_grad)
+        executor = self.trainer.executor
+        loader = self.trainer.data_loader
+        return {
+            "datasets": {name: len(instances) for name, instances in self.datasets.items()},
+            "vocabulary": {namespace: self.vocab.get_vocab_size(namespace) for namespace in self.vocab.get_namespaces()},
+            "parameters": parameters,
+            "trainable_parameters": trainable,
+            "executor": type(executor).__name__,
+            "batch_size_factor": executor.batch_size_factor,
+            "combined_batch_size": loader.combined_batch_size,
+            "host_calls_per_epoch": len(loader),
+            "optimizer_updates_per_epoch": len(loader) * executor.updates_per_call,
+        }
+
+
+TrainModel.register("default", constructor="from_partial_objects")(TrainModel)
