@@ -1,0 +1,398 @@
+"""The native step executor: poptorch's batching semantics with plain PyTorch on CPU or CUDA."""
+
+from __future__ import annotations
+
+import copy
+import logging
+import warnings
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple, Union
+
+import torch
+
+from ipuflow.config import ConfigurationError
+from ipuflow.execution.executor import Batch, StepExecutor, StepResult
+from ipuflow.execution.input_spec import InputSpec
+from ipuflow.execution.options import ExecutionOptions
+from ipuflow.execution.precision import LossScaler, autocast_factory
+from ipuflow.execution.rng import get_rng_states, set_rng_states
+from ipuflow.execution.step_outputs import OutputCollector, find_loss
+
+logger = logging.getLogger(__name__)
+
+NO_EXECUTABLE_ERROR = "Model has not been compiled or has been destroyed."
+"""poptorch's text for attach/detach on an executor without a compiled program."""
+
+COMPILE_IGNORED_WARNING = "Call to compile() ignored: the executable is already compiled"
+
+
+def resolve_device(device: str) -> torch.device:
+    """The torch device for the ``device`` option: ``auto`` (CUDA if present), ``cpu``, ``cuda[:N]``."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device == "cpu":
+        return torch.device("cpu")
+    if isinstance(device, str) and (device == "cuda" or device.startswith("cuda:")):
+        index_text = device[5:]
+        if index_text and not index_text.isdigit():
+            raise ConfigurationError(f"executor.device: expected 'auto', 'cpu', 'cuda' or 'cuda:N', found {device!r}.")
+        if not torch.cuda.is_available():
+            raise ConfigurationError(f"executor.device: {device!r} was asked for, but torch sees no CUDA device.")
+        index = int(index_text) if index_text else torch.cuda.current_device()
+        if index >= torch.cuda.device_count():
+            raise ConfigurationError(
+                f"executor.device: {device!r} was asked for, but there are {torch.cuda.device_count()} CUDA devices."
+            )
+        return torch.device("cuda", index)
+    raise ConfigurationError(f"executor.device: expected 'auto', 'cpu', 'cuda' or 'cuda:N', found {device!r}.")
+
+
+def require_optimizer_for(model: torch.nn.Module, optimizer: Optional[torch.optim.Optimizer], training: bool) -> None:
+    """A training executor needs an optimizer over the model's own parameters; inference takes none."""
+    if not training:
+        if optimizer is not None:
+            raise ConfigurationError("An inference executor (training=False) takes no optimizer.")
+        return
+    if optimizer is None:
+        raise ConfigurationError(
+            "A training executor needs an optimizer: build it with optimizer=... (the trainer injects it)."
+        )
+    model_parameters = {id(parameter) for parameter in model.parameters()}
+    for group in optimizer.param_groups:
+        for parameter in group["params"]:
+            if id(parameter) not in model_parameters:
+                raise ConfigurationError("The executor's optimizer holds parameters that are not the model's.")
+
+
+def snapshot_hyperparameters(optimizer: torch.optim.Optimizer) -> List[Dict[str, Any]]:
+    """A copy of every param group's hyperparameters (everything but ``params``)."""
+    return [
+        {key: value.clone() if isinstance(value, torch.Tensor) else copy.copy(value) for key, value in group.items() if key != "params"}
+        for group in optimizer.param_groups
+    ]
+
+
+@StepExecutor.register("native")
+class NativeExecutor(StepExecutor):
+    """Runs poptorch's host-call semantics with plain PyTorch, eager or `torch.compile`d.
+
+    `device` is ``auto``, ``cpu`` or ``cuda[:N]``. `compile` is false, true, or a dict of
+    `torch.compile` options (``mode: "reduce-overhead"`` uses CUDA graphs on CUDA); shapes stay
+    static. Replicas are simulated one after another on the one device, sharing the weights.
+    The other options are described on `StepExecutor` and in docs/execution.md.
+    """
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        optimizer: Optional[torch.optim.Optimizer] = None,
+        training: bool = True,
+        device_iterations: int = 1,
+        gradient_accumulation: int = 1,
+        replication_factor: int = 1,
+        output_mode: Optional[str] = None,
+        output_period: int = 1,
+        precision: str = "fp32",
+        loss_scaling: Optional[float] = None,
+        auto_loss_scaling: bool = False,
+        max_grad_norm: Optional[float] = None,
+        seed: Optional[int] = None,
+        inference_device_iterations: Optional[int] = None,
+        inference_replication_factor: Optional[int] = None,
+        inference_output_mode: Optional[str] = None,
+        device: str = "auto",
+        compile: Union[bool, Dict[str, Any]] = False,
+    ) -> None:
+        self._options = ExecutionOptions(
+            training=training,
+            device_iterations=device_iterations,
+            gradient_accumulation=gradient_accumulation,
+            replication_factor=replication_factor,
+            output_mode=output_mode,
+            output_period=output_period,
+            precision=precision,
+            loss_scaling=loss_scaling,
+            auto_loss_scaling=auto_loss_scaling,
+            max_grad_norm=max_grad_norm,
+            seed=seed,
+            inference_device_iterations=inference_device_iterations,
+            inference_replication_factor=inference_replication_factor,
+            inference_output_mode=inference_output_mode,
+        )
+        require_optimizer_for(model, optimizer, training)
+        if not isinstance(compile, (bool, dict)):
+            raise ConfigurationError(f"executor.compile: expected true, false or a dict of torch.compile options, found {compile!r}.")
+        self._plan = self._options.plan
+        self._device_option = device
+        self._compile_option = compile
+        self._device = resolve_device(device)
+        if seed is not None:
+            # poptorch's randomSeed seeds torch as well; dropout masks then repeat run to run.
+            torch.manual_seed(seed)
+        # Module.to keeps parameter identity, so an optimizer built before stays valid.
+        self._model = model.to(self._device)
+        self._optimizer = optimizer
+        self._moves_inputs = self._device.type != "cpu"
+        self._autocast = autocast_factory(precision, self._device.type)
+        self._scaler = LossScaler(self._device.type, loss_scaling, auto_loss_scaling, self._plan.micro_batches_per_update)
+        self._hyperparameters: List[Dict[str, Any]] = snapshot_hyperparameters(optimizer) if optimizer is not None else []
+        self._parameters: List[torch.nn.Parameter] = (
+            [parameter for group in optimizer.param_groups for parameter in group["params"]] if optimizer is not None else []
+        )
+        self._forward: Any = self._model
+        self._spec: Optional[InputSpec] = None
+        self._attached = False
+        self._inference: Optional[NativeExecutor] = None
+
+    # -- properties --------------------------------------------------------------------------
+
+    @property
+    def training(self) -> bool:
+        """Whether calls train (forward, backward, update) or only run forward."""
+        return self._plan.training
+
+    @property
+    def options(self) -> ExecutionOptions:
+        """The validated shared options."""
+        return self._options
+
+    @property
+    def batch_size_factor(self) -> int:
+        """Samples per host call divided by the micro-batch size."""
+        return self._plan.batch_size_factor
+
+    @property
+    def updates_per_call(self) -> int:
+        """Optimizer updates one training call performs (device_iterations); 0 in inference."""
+        return self._plan.device_iterations if self._plan.training else 0
+
+    @property
+    def device(self) -> torch.device:
+        """The device holding the model's weights."""
+        return self._device
+
+    @property
+    def model(self) -> torch.nn.Module:
+        """The model this executor runs (the same object it was given)."""
+        return self._model
+
+    @property
+    def loss_scale(self) -> Optional[float]:
+        """The current loss scale (None without loss scaling); reads the device when dynamic."""
+        return self._scaler.scale
+
+    def inference_executor(self) -> "NativeExecutor":
+        """An inference executor over the same model (built once), with the inference options."""
+        if not self.training:
+            return self
+        if self._inference is None:
+            options = self._options.as_inference()
+            self._inference = NativeExecutor(
+                model=self._model,
+                optimizer=None,
+                training=False,
+                device_iterations=options.device_iterations,
+                gradient_accumulation=options.gradient_accumulation,
+                replication_factor=options.replication_factor,
+                output_mode=options.output_mode,
+                output_period=options.output_period,
+                precision=options.precision,
+                loss_scaling=options.loss_scaling,
+                auto_loss_scaling=options.auto_loss_scaling,
+                max_grad_norm=options.max_grad_norm,
+                seed=None,
+                inference_device_iterations=options.inference_device_iterations,
+                inference_replication_factor=options.inference_replication_factor,
+                inference_output_mode=options.inference_output_mode,
+                device=self._device_option,
+                compile=self._compile_option,
+            )
+        return self._inference
+
+    # -- compile and call ----------------------------------------------------------------------
+
+    def compile(self, sample_batch: Batch) -> None:
+        """Fix the input spec from a combined batch (and wrap the model in `torch.compile` if asked).
+
+        Compiling again with the same signature warns and does nothing, as poptorch does; another
+        signature that differs only outside dim 0 (a length bucket) is added to the spec.
+        """
+        if self._spec is not None:
+            if not self._spec.add(sample_batch, self._plan):
+                warnings.warn(COMPILE_IGNORED_WARNING, stacklevel=2)
+            return
+        self._spec = InputSpec(sample_batch, self._plan)
+        if self._compile_option is not False and self._forward is self._model:
+            options = {} if self._compile_option is True else dict(self._compile_option)
+            options.setdefault("dynamic", False)
+            self._forward = torch.compile(self._model, **options)
+        self._attached = True
+
+    def __call__(self, batch: Batch) -> StepResult:
+        """Run one host call on a combined batch (CPU tensors), compiling first if needed."""
+        spec = self._spec
+        if spec is None:
+            self.compile(batch)
+            spec = self._spec
+            assert spec is not None
+        elif not spec.matches(batch):
+            spec.check(batch)
+        if not self._attached:
+            self.attach()
+        if self._moves_inputs:
+            device = self._device
+            batch = {key: value.to(device, non_blocking=True) for key, value in batch.items()}
+        plan = self._plan
+        if self._model.training != plan.training:
+            # The training and inference executors share one model; its mode follows the caller.
+            self._model.train(plan.training)
+        if plan.training:
+            return self._train(batch, spec.combined_batch)
+        with torch.no_grad():
+            return self._infer(batch, spec.combined_batch)
+
+    def _micro_batches(self, batch: Mapping[str, torch.Tensor]) -> Iterator[Tuple[int, int, Mapping[str, torch.Tensor]]]:
+        """(step, replica, micro-batch) in the order ``[device_iteration × accumulation][replica]``."""
+        plan = self._plan
+        if plan.batch_size_factor == 1:
+            yield 0, 0, batch
+            return
+        steps, replicas = plan.steps_per_replica, plan.replication_factor
+        # Views, not copies: [combined, ...] → [steps, replicas, micro_batch, ...].
+        split = {key: value.view(steps, replicas, -1, *value.shape[1:]) for key, value in batch.items()}
+        for step in range(steps):
+            for replica in range(replicas):
+                yield step, replica, {key: value[step, replica] for key, value in split.items()}
+
+    def _train(self, batch: Mapping[str, torch.Tensor], samples: int) -> StepResult:
+        plan = self._plan
+        optimizer = self._optimizer
+        assert optimizer is not None
+        forward, autocast, scaler = self._forward, self._autocast, self._scaler
+        max_grad_norm = self._options.max_grad_norm
+        collector = OutputCollector(plan)
+        micro_batches = self._micro_batches(batch)
+        per_update = plan.micro_batches_per_update
+        live = self._apply_hyperparameters(optimizer)
+        try:
+            for _ in range(plan.device_iterations):
+                optimizer.zero_grad(set_to_none=True)
+                for _ in range(per_update):
+                    step, replica, micro_batch = next(micro_batches)
+                    with autocast():
+                        outputs = forward(**micro_batch)
+                    loss = find_loss(outputs, training=True)
+                    scaler.backward(loss)
+                    collector.add(step, replica, outputs, loss)
+                scaler.unscale_(optimizer, self._gradients)
+                if max_grad_norm is not None:
+                    torch.nn.utils.clip_grad_norm_(self._parameters, max_grad_norm)
+                scaler.step(optimizer)
+        finally:
+            self._restore_hyperparameters(optimizer, live)
+        return StepResult(collector.outputs(), collector.mean_loss(), plan.device_iterations, samples)
+
+    def _infer(self, batch: Mapping[str, torch.Tensor], samples: int) -> StepResult:
+        collector = OutputCollector(self._plan)
+        forward, autocast = self._forward, self._autocast
+        for step, replica, micro_batch in self._micro_batches(batch):
+            with autocast():
+                outputs = forward(**micro_batch)
+            collector.add(step, replica, outputs, find_loss(outputs, training=False))
+        return StepResult(collector.outputs(), collector.mean_loss(), 0, samples)
+
+    def _gradients(self) -> List[torch.Tensor]:
+        return [parameter.grad for parameter in self._parameters if parameter.grad is not None]
+
+    def _apply_hyperparameters(self, optimizer: torch.optim.Optimizer) -> List[Dict[str, Any]]:
+        """Put the snapshot taken at `set_optimizer` into the param groups; return what was there.
+
+        The user's optimizer object may have been changed by a scheduler since; the device (here:
+        this call) sees new values only after `set_optimizer`, as on poptorch.
+        """
+        live = []
+        for group, snapshot in zip(optimizer.param_groups, self._hyperparameters):
+            live.append({key: group[key] for key in snapshot if key in group})
+            group.update(snapshot)
+        return live
+
+    @staticmethod
+    def _restore_hyperparameters(optimizer: torch.optim.Optimizer, live: List[Dict[str, Any]]) -> None:
+        for group, values in zip(optimizer.param_groups, live):
+            group.update(values)
+
+    # -- poptorch's PoplarExecutor surface -------------------------------------------------------
+
+    def set_optimizer(self, optimizer: torch.optim.Optimizer) -> None:
+        """Take the optimizer's current hyperparameters (and the optimizer, if another object)."""
+        if not self.training:
+            raise RuntimeError("set_optimizer: an inference executor has no optimizer.")
+        if optimizer is not self._optimizer:
+            require_optimizer_for(self._model, optimizer, True)
+            self._optimizer = optimizer
+            self._parameters = [parameter for group in optimizer.param_groups for parameter in group["params"]]
+        self._hyperparameters = snapshot_hyperparameters(optimizer)
+
+    def copy_weights_to_host(self) -> None:
+        """Nothing to do: the model's parameters are the weights the native executor updates."""
+
+    def copy_weights_to_device(self) -> None:
+        """Nothing to do: the native executor reads the model's parameters directly."""
+
+    def attach(self) -> None:
+        """Mark the executor as holding its device again (poptorch's errors when not detached)."""
+        if self._spec is None:
+            raise RuntimeError(NO_EXECUTABLE_ERROR)
+        if self._attached:
+            raise RuntimeError("Device is already attached")
+        self._attached = True
+
+    def detach(self) -> None:
+        """Mark the device as released; weights and optimizer state stay where they are."""
+        if self._spec is None:
+            raise RuntimeError(NO_EXECUTABLE_ERROR)
+        if not self._attached:
+            raise RuntimeError("Device is not attached")
+        self._attached = False
+
+    @property
+    def is_attached(self) -> bool:
+        """Whether the executor holds its device (False before compile, as poptorch)."""
+        return self._spec is not None and self._attached
+
+    @property
+    def is_compiled(self) -> bool:
+        """Whether `compile` has fixed the input spec (and `destroy` has not dropped it)."""
+        return self._spec is not None
+
+    @property
+    def input_spec(self) -> Optional[InputSpec]:
+        """The compiled input spec, None before compile."""
+        return self._spec
+
+    def destroy(self) -> None:
+        """Drop the compiled spec and program; the next call compiles again."""
+        if self._spec is None:
+            return
+        self._spec = None
+        self._attached = False
+        self._forward = self._model
+
+    def state_dict(self) -> Dict[str, Any]:
+        """Optimizer state, the hyperparameters in use, loss-scaler state and torch RNG states."""
+        return {
+            "optimizer": self._optimizer.state_dict() if self._optimizer is not None else None,
+            "hyperparameters": copy.deepcopy(self._hyperparameters),
+            "loss_scaler": self._scaler.state_dict(),
+            "rng": get_rng_states(self._device),
+        }
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        """Restore what `state_dict` returned (optimizer state lands on the parameters' device)."""
+        if state.get("optimizer") is not None:
+            if self._optimizer is None:
+                raise ValueError("load_state_dict: the state holds optimizer state, but this executor has no optimizer.")
+            self._optimizer.load_state_dict(state["optimizer"])
+        if state.get("hyperparameters"):
+            self._hyperparameters = copy.deepcopy(state["hyperparameters"])
+        self._scaler.load_state_dict(state.get("loss_scaler") or {})
+        set_rng_states(state.get("rng") or {})

@@ -1,0 +1,182 @@
+"""The execution options both backends share, validated once, and the batching plan they imply.
+
+`ExecutionOptions` holds the config values as given (training and ``inference_*`` twins);
+`BatchingPlan` is what one host call does in the executor's mode (training or inference): how many
+device iterations, accumulation steps and replicas, and which micro-batch outputs come back.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, List, Optional
+
+from ipuflow.config import ConfigurationError
+
+OUTPUT_MODES = ("final", "all", "sum", "every_n")
+PRECISIONS = ("fp32", "bf16", "fp16")
+
+
+def _is_int(value: Any) -> bool:
+    # bool is an int subclass; `true` for a count is a config mistake, not 1.
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def require_positive_int(key: str, value: Any) -> int:
+    """`value` if it is an int >= 1, else a ConfigurationError naming `key`."""
+    if not _is_int(value) or value < 1:
+        raise ConfigurationError(f"executor.{key}: expected an int >= 1, found {value!r}.")
+    return value
+
+
+def require_choice(key: str, value: Any, choices: tuple) -> str:
+    """`value` if it is one of `choices`, else a ConfigurationError naming `key`."""
+    if value not in choices:
+        raise ConfigurationError(f"executor.{key}: expected one of {', '.join(map(repr, choices))}, found {value!r}.")
+    return value
+
+
+def require_positive_number(key: str, value: Any) -> float:
+    """`value` as a float if it is a finite number > 0, else a ConfigurationError naming `key`."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or value == float("inf"):
+        raise ConfigurationError(f"executor.{key}: expected a finite number > 0, found {value!r}.")
+    return float(value)
+
+
+@dataclass(frozen=True)
+class BatchingPlan:
+    """What one host call does: the split of the combined batch and which outputs come back.
+
+    The combined batch is split ``[device_iteration][accumulation][replica][micro_batch]``; a
+    training call performs `device_iterations` updates, each on ``gradient_accumulation ×
+    replication_factor`` micro-batches with gradients mean-reduced.
+    """
+
+    training: bool
+    device_iterations: int
+    gradient_accumulation: int
+    replication_factor: int
+    output_mode: str
+    output_period: int
+
+    @property
+    def batch_size_factor(self) -> int:
+        """Samples per host call divided by the micro-batch size."""
+        return self.device_iterations * self.gradient_accumulation * self.replication_factor
+
+    @property
+    def steps_per_replica(self) -> int:
+        """Micro-batches each replica runs per call (device iterations × accumulation)."""
+        return self.device_iterations * self.gradient_accumulation
+
+    @property
+    def micro_batches_per_update(self) -> int:
+        """Micro-batches whose gradients are mean-reduced into one update (GA × R)."""
+        return self.gradient_accumulation * self.replication_factor
+
+    def kept_steps(self) -> List[bool]:
+        """For each per-replica step index ``d × GA + g``, whether the output mode returns it.
+
+        ``sum`` keeps every step (they are summed); ``final`` only the last; ``every_n`` steps
+        N-1, 2N-1, ...; ``all`` every step.
+        """
+        steps = self.steps_per_replica
+        if self.output_mode == "final":
+            return [index == steps - 1 for index in range(steps)]
+        if self.output_mode == "every_n":
+            return [(index + 1) % self.output_period == 0 for index in range(steps)]
+        return [True] * steps
+
+    @property
+    def output_slots(self) -> int:
+        """Micro-batch slots in each returned output (dim 0 = slots × micro_batch)."""
+        if self.output_mode in ("final", "sum"):
+            return self.replication_factor
+        return self.replication_factor * sum(self.kept_steps())
+
+    def check_batch_size(self, key: str, size: int) -> int:
+        """The micro-batch size of a combined batch whose input `key` has dim 0 = `size`."""
+        factor = self.batch_size_factor
+        if size % factor != 0 or size == 0:
+            raise ValueError(
+                f"Invalid batch dimension: in the input {key!r}, the batch dimension ({size}) must be a "
+                f"multiple of device_iterations ({self.device_iterations}) × replication_factor "
+                f"({self.replication_factor}) × gradient_accumulation ({self.gradient_accumulation}) = "
+                f"{factor}, because one host call runs that many micro-batches. Set the loader's "
+                f"batch size factor with loader.set_batch_size_factor(executor.batch_size_factor)."
+            )
+        return size // factor
+
+
+@dataclass(frozen=True)
+class ExecutionOptions:
+    """The shared executor options as configured, validated; `plan` resolves them for a mode."""
+
+    training: bool = True
+    device_iterations: int = 1
+    gradient_accumulation: int = 1
+    replication_factor: int = 1
+    output_mode: Optional[str] = None
+    output_period: int = 1
+    precision: str = "fp32"
+    loss_scaling: Optional[float] = None
+    auto_loss_scaling: bool = False
+    max_grad_norm: Optional[float] = None
+    seed: Optional[int] = None
+    inference_device_iterations: Optional[int] = None
+    inference_replication_factor: Optional[int] = None
+    inference_output_mode: Optional[str] = None
+
+    def __post_init__(self) -> None:
+        require_positive_int("device_iterations", self.device_iterations)
+        require_positive_int("gradient_accumulation", self.gradient_accumulation)
+        require_positive_int("replication_factor", self.replication_factor)
+        require_positive_int("output_period", self.output_period)
+        for key in ("inference_device_iterations", "inference_replication_factor"):
+            if getattr(self, key) is not None:
+                require_positive_int(key, getattr(self, key))
+        for key in ("output_mode", "inference_output_mode"):
+            if getattr(self, key) is not None:
+                require_choice(key, getattr(self, key), OUTPUT_MODES)
+        require_choice("precision", self.precision, PRECISIONS)
+        if self.loss_scaling is not None:
+            require_positive_number("loss_scaling", self.loss_scaling)
+        if not isinstance(self.auto_loss_scaling, bool):
+            raise ConfigurationError(f"executor.auto_loss_scaling: expected true or false, found {self.auto_loss_scaling!r}.")
+        if self.max_grad_norm is not None:
+            require_positive_number("max_grad_norm", self.max_grad_norm)
+        if self.seed is not None and not _is_int(self.seed):
+            raise ConfigurationError(f"executor.seed: expected an int or null, found {self.seed!r}.")
+        plan = self.plan
+        if plan.output_mode == "every_n" and plan.steps_per_replica % plan.output_period != 0:
+            key = "output_period"
+            raise ConfigurationError(
+                f"executor.{key}: output mode 'every_n' needs device_iterations × gradient_accumulation "
+                f"({plan.steps_per_replica}) to be a multiple of output_period, found {plan.output_period}."
+            )
+
+    @property
+    def plan(self) -> BatchingPlan:
+        """The batching plan for this mode: inference uses the ``inference_*`` values when given,
+        no gradient accumulation, and output mode ``all`` unless `inference_output_mode` says otherwise."""
+        if self.training:
+            return BatchingPlan(
+                training=True,
+                device_iterations=self.device_iterations,
+                gradient_accumulation=self.gradient_accumulation,
+                replication_factor=self.replication_factor,
+                output_mode=self.output_mode or "final",
+                output_period=self.output_period,
+            )
+        return BatchingPlan(
+            training=False,
+            device_iterations=self.inference_device_iterations or self.device_iterations,
+            gradient_accumulation=1,
+            replication_factor=self.inference_replication_factor or self.replication_factor,
+            output_mode=self.inference_output_mode or "all",
+            output_period=self.output_period,
+        )
+
+    def as_inference(self) -> "ExecutionOptions":
+        """The same options for an inference executor (no seeding: the model is shared)."""
+        return dataclasses.replace(self, training=False, seed=None)
