@@ -27,7 +27,7 @@ def evaluate_archive(archive_path: str, input_paths: List[str], batch_size: Opti
     model, config = archive.model, archive.config
     executor = inference_executor_from_config(config, model, device)
     postprocessor_params = config.get("postprocessor")
-    postprocessor = Postprocessor.from_params(postprocessor_params) if isinstance(postprocessor_params, Params) else None
+    postprocessor = Postprocessor.from_params(postprocessor_params, vocab=archive.vocab) if isinstance(postprocessor_params, Params) else None
     all_metrics: Dict[str, Any] = {}
     for path in input_paths:
         instances = archive.validation_dataset_reader.read(path)

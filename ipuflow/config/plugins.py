@@ -71,7 +71,7 @@ def include_packages(packages: Iterable[str]) -> None:
 
 
 BUILTIN_PACKAGES = ("ipuflow.data", "ipuflow.models", "ipuflow.metrics", "ipuflow.execution",
-                    "ipuflow.training", "ipuflow.predictors", "ipuflow.experiment")
+                    "ipuflow.training", "ipuflow.predictors", "ipuflow.evaluation", "ipuflow.experiment")
 
 
 def import_builtin_components() -> None:

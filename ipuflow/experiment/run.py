@@ -35,8 +35,8 @@ def train_model_from_file(
     created) in a temporary directory and a summary is returned; nothing is trained or written to
     `serialization_dir`.
     """
+    params = Params.from_file(config_file, overrides, ext_vars)  # config errors first: this is quick
     include_packages(include_package)
-    params = Params.from_file(config_file, overrides, ext_vars)
     if dry_run:
         with tempfile.TemporaryDirectory(prefix="ipuflow-dry-run-") as scratch:
             configure_logging(None, file_friendly_logging)

@@ -16,6 +16,7 @@ from ipuflow.data.loader import DataLoader
 from ipuflow.data.readers import DatasetReader
 from ipuflow.data.vocabulary import Vocabulary
 from ipuflow.evaluation.evaluator import evaluate
+from ipuflow.evaluation.postprocessor import Postprocessor
 from ipuflow.experiment.serialization_dir import VOCABULARY_DIR
 from ipuflow.models.model import Model
 from ipuflow.training.trainer import Trainer
@@ -83,6 +84,7 @@ class TrainModel(Registrable):
         random_seed: Optional[int] = 13370,
         numpy_seed: Optional[int] = 1337,
         pytorch_seed: Optional[int] = 133,
+        postprocessor: Optional[Postprocessor] = None,
     ) -> "TrainModel":
         """Read the data, build the vocabulary, the model, the loaders and the trainer, in that order.
 
@@ -92,6 +94,7 @@ class TrainModel(Registrable):
             (default: all that are given).
         evaluate_on_test: after training, score the best model on `test_data_path`.
         random_seed: seeds Python's `random` (null skips seeding); numpy_seed and pytorch_seed likewise.
+        postprocessor: used by `ipuflow evaluate` to map outputs back to examples (checked here).
         """
         seed_everything(random_seed, numpy_seed, pytorch_seed)
         directory = Path(serialization_dir)
