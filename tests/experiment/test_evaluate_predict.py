@@ -1,0 +1,134 @@
+"""`ipuflow evaluate` and `ipuflow predict` on a trained archive."""
+
+import io
+import json
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from ipuflow.archival import load_archive
+from ipuflow.commands.cli import run
+from ipuflow.models.model import IGNORE_LABEL
+
+from tests.experiment.conftest import make_examples, write_jsonl
+
+
+def hand_metrics(run_dir, path):
+    """Accuracy and mean loss computed directly with the archived model, one instance at a time."""
+    archive = load_archive(run_dir)
+    correct, losses = 0, []
+    for instance in archive.dataset_reader.read(path):
+        indexed = instance.index(archive.vocab)
+        batch = {
+            "tokens": torch.tensor([indexed["tokens"]]),
+            "tokens_mask": torch.ones(1, len(indexed["tokens"]), dtype=torch.bool),
+            "label": torch.tensor([indexed["label"]]),
+        }
+        with torch.no_grad():
+            outputs = archive.model(**batch)
+        correct += int(outputs["logits"].argmax(-1).item() == indexed["label"])
+        losses.append(float(outputs["loss"]))
+    return correct / len(losses), sum(losses) / len(losses)
+
+
+def test_evaluate_matches_a_hand_computation_on_directory_and_tarball(trained_run, tiny_data, tmp_path, capsys):
+    test_path = str(tiny_data / "test.jsonl")
+    out_dir, out_tar = tmp_path / "dir.json", tmp_path / "tar.json"
+    assert run(["evaluate", str(trained_run), test_path, "--output-file", str(out_dir)]) == 0
+    assert run(["evaluate", str(trained_run / "model.tar.gz"), test_path, "--output-file", str(out_tar),
+                "--batch-size", "3"]) == 0
+    from_dir, from_tar = json.loads(out_dir.read_text()), json.loads(out_tar.read_text())
+    accuracy, loss = hand_metrics(trained_run, test_path)
+    for metrics in (from_dir, from_tar):
+        assert metrics["accuracy"] == pytest.approx(accuracy)
+        assert metrics["loss"] == pytest.approx(loss, rel=1e-4)
+
+
+def test_evaluate_several_inputs_prefixes_keys_and_writes_predictions(trained_run, tiny_data, tmp_path, capsys):
+    predictions = tmp_path / "predictions.jsonl"
+    paths = f"{tiny_data / 'test.jsonl'},{tiny_data / 'validation.jsonl'}"
+    assert run(["evaluate", str(trained_run), paths, "--predictions-output-file", str(predictions)]) == 0
+    metrics = json.loads(capsys.readouterr().out)
+    assert {"test_accuracy", "validation_accuracy", "test_loss", "validation_loss"} <= set(metrics)
+    lines = predictions.read_text().splitlines()
+    assert len(lines) == 10 + 18
+    assert "label" in json.loads(lines[0])
+
+
+def direct_labels(run_dir, texts):
+    archive = load_archive(run_dir)
+    labels = []
+    for text in texts:
+        indexed = archive.dataset_reader.instance_from_json({"text": text}).index(archive.vocab)
+        batch = {"tokens": torch.tensor([indexed["tokens"]]),
+                 "tokens_mask": torch.ones(1, len(indexed["tokens"]), dtype=torch.bool)}
+        with torch.no_grad():
+            index = int(archive.model(**batch)["logits"].argmax(-1))
+        labels.append(archive.vocab.get_token_from_index(index, "labels"))
+    return labels
+
+
+def test_predict_gives_n_outputs_for_n_inputs_in_order(trained_run, tmp_path):
+    texts = [row["text"] for row in make_examples(7, seed=5)]
+    inputs = write_jsonl(tmp_path / "in.jsonl", [{"text": t} for t in texts])
+    with open(inputs, "a") as handle:
+        handle.write("\n   \n")  # blank lines are skipped
+    output = tmp_path / "out.jsonl"
+    assert run(["predict", str(trained_run / "model.tar.gz"), str(inputs), "--output-file", str(output),
+                "--batch-size", "4", "--silent"]) == 0
+    predictions = [json.loads(line) for line in output.read_text().splitlines()]
+    assert len(predictions) == 7
+    assert [p["label"] for p in predictions] == direct_labels(trained_run, texts)
+    first = predictions[0]
+    assert set(first["probs"]) == {"pos", "neg"} and sum(first["probs"].values()) == pytest.approx(1, abs=1e-5)
+    assert first["top_k"][0][0] == first["label"]
+
+
+def test_predict_reads_stdin(trained_run, monkeypatch, capsys):
+    monkeypatch.setattr(sys, "stdin", io.StringIO('{"text": "a superb film"}\n{"text": "an awful plot"}\n'))
+    assert run(["predict", str(trained_run), "-"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+    assert [line["label"] for line in lines] == direct_labels(trained_run, ["a superb film", "an awful plot"])
+
+
+def test_a_malformed_line_stops_after_writing_the_earlier_outputs(trained_run, tmp_path, capsys):
+    inputs = tmp_path / "bad.jsonl"
+    inputs.write_text('{"text": "good"}\n{"text": "bad"}\n{"text": oops}\n{"text": "fine"}\n')
+    output = tmp_path / "out.jsonl"
+    assert run(["predict", str(trained_run), str(inputs), "--output-file", str(output), "--silent"]) == 1
+    assert "input line 3" in capsys.readouterr().err
+    assert len(output.read_text().splitlines()) == 2
+    assert run(["predict", str(trained_run), str(inputs), "--output-file", str(output), "--silent",
+                "--skip-bad-lines"]) == 0
+    assert len(output.read_text().splitlines()) == 3
+
+
+def test_a_custom_predictor_from_an_included_package(trained_run, tmp_path, monkeypatch, capsys):
+    package = tmp_path / "my_predictors"
+    package.mkdir()
+    (package / "__init__.py").write_text(textwrap.dedent('''
+        from ipuflow.predictors import Predictor
+
+        @Predictor.register("shouting_for_test")
+        class Shouting(Predictor):
+            def __init__(self, model, dataset_reader, suffix: str = "!") -> None:
+                super().__init__(model, dataset_reader)
+                self.suffix = suffix
+
+            def to_json(self, outputs, inputs):
+                return {"text": inputs["text"].upper() + self.suffix, "label": outputs["label"]}
+    '''))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "stdin", io.StringIO('{"text": "quiet please"}\n'))
+    assert run(["predict", str(trained_run), "-", "--include-package", "my_predictors",
+                "--predictor", "shouting_for_test", "--predictor-args", '{"suffix": "?!"}']) == 0
+    line = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert line["text"] == "QUIET PLEASE?!"
+
+
+def test_predict_with_a_missing_archive_or_input_is_a_clear_error(trained_run, tmp_path, capsys):
+    assert run(["predict", str(tmp_path / "nope.tar.gz"), "-"]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert run(["predict", str(trained_run), str(tmp_path / "missing.jsonl")]) == 2
