@@ -1,0 +1,181 @@
+"""Turning indexed instances into fixed-shape tensors, a whole batch at a time.
+
+At construction every field's values are packed into numpy arrays once (scalars into one array,
+token-id lists into one flat array with offsets, float vectors into one matrix), so that a batch is
+a few vectorised gathers rather than a Python loop over instances and elements.
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+from typing import Any, Dict, List, Mapping, Optional, Sequence
+
+import numpy
+import torch
+
+from ipuflow.config import ConfigurationError
+from ipuflow.models.model import IGNORE_LABEL
+
+INT_SCALAR = "int scalar"
+FLOAT_SCALAR = "float scalar"
+INT_SEQUENCE = "token-id list"
+FLOAT_VECTOR = "float vector"
+METADATA = "metadata"
+
+
+def field_kind(value: Any) -> str:
+    """Which of the indexed-instance value kinds `value` is (see the shared data contract)."""
+    if isinstance(value, (bool, numpy.bool_)):
+        return INT_SCALAR
+    if isinstance(value, numbers.Integral):
+        return INT_SCALAR
+    if isinstance(value, numbers.Real):
+        return FLOAT_SCALAR
+    if isinstance(value, torch.Tensor):
+        value = value.detach().cpu().numpy()
+    if isinstance(value, numpy.ndarray):
+        if value.dtype.kind in "iu" and value.ndim == 1:
+            return INT_SEQUENCE
+        if value.dtype.kind in "fiub":
+            return FLOAT_VECTOR
+        return METADATA
+    if isinstance(value, (list, tuple)):
+        if all(isinstance(item, numbers.Integral) and not isinstance(item, bool) for item in value):
+            return INT_SEQUENCE
+        if all(isinstance(item, numbers.Real) for item in value):
+            return FLOAT_VECTOR
+    return METADATA
+
+
+@dataclass
+class PackedField:
+    """One field's values for every instance, packed for vectorised gathering."""
+
+    name: str
+    kind: str
+    values: Optional[numpy.ndarray] = None  # scalars [N]; float vectors [N, ...]; flat token ids
+    offsets: Optional[numpy.ndarray] = None  # token-id lists: start of each instance in `values`
+    lengths: Optional[numpy.ndarray] = None  # token-id lists: length of each instance
+
+
+def _kinds(instances: Sequence[Mapping[str, Any]]) -> Dict[str, str]:
+    """The kind of every field, checked to agree across instances (empty lists defer to others)."""
+    kinds: Dict[str, str] = {}
+    names = list(instances[0].keys())
+    for position, instance in enumerate(instances):
+        if list(instance.keys()) != names and set(instance.keys()) != set(names):
+            raise ConfigurationError(
+                f"data_loader.instances: instance {position} has fields {sorted(instance)}, but instance 0 has "
+                f"{sorted(names)}; every instance needs the same fields."
+            )
+        for name in names:
+            value = instance[name]
+            if isinstance(value, (list, tuple)) and len(value) == 0:
+                continue  # an empty list fits either list kind
+            kind = field_kind(value)
+            known = kinds.get(name)
+            if known is None:
+                kinds[name] = kind
+            elif known != kind and not {known, kind} <= {INT_SCALAR, FLOAT_SCALAR}:
+                raise ConfigurationError(
+                    f"data_loader.instances: field {name!r} is a {known} in earlier instances but a {kind} "
+                    f"in instance {position} ({value!r:.60})."
+                )
+            elif known != kind:
+                kinds[name] = FLOAT_SCALAR  # ints and floats mixed: promote
+    for name in names:
+        kinds.setdefault(name, INT_SEQUENCE)
+    return kinds
+
+
+def pack_fields(instances: Sequence[Mapping[str, Any]]) -> List[PackedField]:
+    """Pack every non-metadata field of `instances` into numpy arrays."""
+    packed = []
+    for name, kind in _kinds(instances).items():
+        if kind == METADATA:
+            continue
+        column = [instance[name] for instance in instances]
+        if kind == INT_SCALAR:
+            packed.append(PackedField(name, kind, values=numpy.asarray(column, dtype=numpy.int64)))
+        elif kind == FLOAT_SCALAR:
+            packed.append(PackedField(name, kind, values=numpy.asarray(column, dtype=numpy.float32)))
+        elif kind == FLOAT_VECTOR:
+            arrays = [numpy.asarray(value.detach().cpu() if isinstance(value, torch.Tensor) else value, dtype=numpy.float32) for value in column]
+            shapes = {array.shape for array in arrays}
+            if len(shapes) != 1:
+                raise ConfigurationError(
+                    f"data_loader.instances: field {name!r} holds float vectors of different shapes "
+                    f"{sorted(shapes)[:4]}; float vectors must have one fixed shape."
+                )
+            packed.append(PackedField(name, kind, values=numpy.stack(arrays)))
+        else:
+            arrays = [numpy.asarray(value, dtype=numpy.int64).reshape(-1) for value in column]
+            lengths = numpy.fromiter((len(array) for array in arrays), dtype=numpy.int64, count=len(arrays))
+            offsets = numpy.zeros(len(arrays), dtype=numpy.int64)
+            numpy.cumsum(lengths[:-1], out=offsets[1:])
+            flat = numpy.concatenate(arrays) if arrays else numpy.zeros(0, dtype=numpy.int64)
+            packed.append(PackedField(name, kind, values=flat, offsets=offsets, lengths=lengths))
+    return packed
+
+
+class Collator:
+    """Gathers packed fields into a combined batch of fixed shape.
+
+    Token-id lists are padded with 0 (and truncated) to `max_length`, to the smallest of
+    `length_buckets` that holds the batch's longest list (the largest bucket truncates), or, with
+    neither, to the longest list in the data set; each gets a bool ``<name>_mask``.
+    """
+
+    def __init__(self, fields: List[PackedField], max_length: Optional[int], length_buckets: Optional[List[int]]) -> None:
+        self.fields = fields
+        self.max_length = max_length
+        self.length_buckets = sorted(length_buckets) if length_buckets else None
+        self._dataset_longest = {
+            field.name: max(1, int(field.lengths.max()) if len(field.lengths) else 1)  # type: ignore[union-attr]
+            for field in fields
+            if field.kind == INT_SEQUENCE
+        }
+
+    def padded_length(self, field: PackedField, indices: numpy.ndarray) -> int:
+        """The padded length of `field` for a batch of `indices`."""
+        if self.max_length is not None:
+            return self.max_length
+        if self.length_buckets is not None:
+            longest = int(field.lengths[indices].max()) if len(indices) else 0  # type: ignore[index]
+            for bucket in self.length_buckets:
+                if bucket >= longest:
+                    return bucket
+            return self.length_buckets[-1]
+        return self._dataset_longest[field.name]
+
+    def __call__(self, indices: numpy.ndarray, rows: int) -> Dict[str, torch.Tensor]:
+        """The batch of instances `indices`, padded on the batch axis to `rows` rows.
+
+        Padding rows are zeros (masks False) with int scalar fields set to `IGNORE_LABEL`, so
+        models leave them out of the loss and metrics.
+        """
+        batch: Dict[str, torch.Tensor] = {}
+        real = len(indices)
+        for field in self.fields:
+            if field.kind == INT_SEQUENCE:
+                length = self.padded_length(field, indices)
+                lengths = numpy.minimum(field.lengths[indices], length)  # type: ignore[index]
+                positions = numpy.arange(length, dtype=numpy.int64)
+                mask = numpy.zeros((rows, length), dtype=bool)
+                mask[:real] = positions[None, :] < lengths[:, None]
+                gather = field.offsets[indices][:, None] + positions[None, :]  # type: ignore[index]
+                tokens = numpy.zeros((rows, length), dtype=numpy.int64)
+                if field.values.size:  # type: ignore[union-attr]
+                    numpy.clip(gather, 0, field.values.size - 1, out=gather)  # type: ignore[union-attr]
+                    tokens[:real] = numpy.where(mask[:real], field.values[gather], 0)  # type: ignore[index]
+                batch[field.name] = torch.from_numpy(tokens)
+                batch[f"{field.name}_mask"] = torch.from_numpy(mask)
+            else:
+                values = field.values[indices]  # type: ignore[index]
+                if rows > real:
+                    filler = IGNORE_LABEL if field.kind == INT_SCALAR else 0
+                    padding = numpy.full((rows - real,) + values.shape[1:], filler, dtype=values.dtype)
+                    values = numpy.concatenate([values, padding])
+                batch[field.name] = torch.from_numpy(numpy.ascontiguousarray(values))
+        return batch

@@ -1,0 +1,235 @@
+"""The data loader: indexed instances → combined batches of fixed shape, one per executor host call."""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from typing import Any, ClassVar, Dict, Iterator, List, Mapping, Optional, Sequence
+
+import numpy
+import torch
+
+from ipuflow.config import ConfigurationError, Registrable
+from ipuflow.data.collate import Collator, pack_fields
+
+logger = logging.getLogger(__name__)
+
+Batch = Dict[str, torch.Tensor]
+
+
+class DataLoader(Registrable):
+    """Yields combined batches (``batch_size × batch_size_factor`` rows) for a step executor.
+
+    The config states the micro-batch (`batch_size`); the trainer sets the executor's factor with
+    `set_batch_size_factor` before asking for `len()` (host calls per epoch) or iterating.
+    """
+
+    default_implementation: ClassVar[Optional[str]] = "fixed_shape"
+
+    @property
+    def batch_size_factor(self) -> int:
+        """Micro-batches per combined batch (the executor's `batch_size_factor`)."""
+        raise NotImplementedError
+
+    @property
+    def combined_batch_size(self) -> int:
+        """Rows per combined batch: the micro-batch size × `batch_size_factor`."""
+        raise NotImplementedError
+
+    def set_batch_size_factor(self, factor: int) -> None:
+        """Use the executor's batch-size factor for the combined batches."""
+        raise NotImplementedError
+
+    def set_epoch(self, epoch: int) -> None:
+        """Select the epoch, which (with the seed) fixes the shuffled order."""
+        raise NotImplementedError
+
+    def __len__(self) -> int:
+        """Combined batches (host calls) per epoch."""
+        raise NotImplementedError
+
+    def __iter__(self) -> Iterator[Batch]:
+        """The combined batches of the current epoch."""
+        return self.iter_from(0)
+
+    def iter_from(self, start: int) -> Iterator[Batch]:
+        """The combined batches of the current epoch from batch `start` on (for mid-epoch resume)."""
+        raise NotImplementedError
+
+
+class _CombinedBatches(torch.utils.data.Dataset):
+    """One epoch's combined batches as a dataset, so torch's worker processes can collate them."""
+
+    def __init__(self, collator: Collator, batches: List[numpy.ndarray], rows: int) -> None:
+        self.collator = collator
+        self.batches = batches
+        self.rows = rows
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+    def __getitem__(self, index: int) -> Batch:
+        return self.collator(self.batches[index], self.rows)
+
+
+@DataLoader.register("fixed_shape")
+class FixedShapeDataLoader(DataLoader):
+    """Pads token-id lists to a fixed `max_length` (or the nearest of a few `length_buckets`) and
+    cuts the data into combined batches of one size.
+
+    * `shuffle`: a new order each epoch from a generator seeded with (`seed`, epoch), so a resumed
+      run sees the same order;
+    * `drop_last` (default true, as poptorch): drop the last incomplete combined batch;
+    * `pad_on_batch_axis`: keep it instead, padded to full size with rows the model skips (int
+      scalar fields set to -100); this wins over `drop_last`;
+    * with `drop_last: false` and no padding the short last batch is yielded (after a warning) and a
+      compiled executor rejects it;
+    * `num_workers`: collate in that many worker processes.
+    """
+
+    def __init__(
+        self,
+        instances: Sequence[Mapping[str, Any]],
+        batch_size: int,
+        shuffle: bool = False,
+        drop_last: bool = True,
+        pad_on_batch_axis: bool = False,
+        max_length: Optional[int] = None,
+        length_buckets: Optional[List[int]] = None,
+        num_workers: int = 0,
+        seed: int = 0,
+    ) -> None:
+        _require_int("batch_size", batch_size, minimum=1)
+        _require_int("num_workers", num_workers, minimum=0)
+        _require_int("seed", seed, minimum=0)
+        if max_length is not None:
+            _require_int("max_length", max_length, minimum=1)
+        if length_buckets is not None:
+            if max_length is not None:
+                raise ConfigurationError(
+                    "data_loader.length_buckets: give either max_length or length_buckets, not both "
+                    f"(found max_length={max_length}, length_buckets={length_buckets})."
+                )
+            if not isinstance(length_buckets, (list, tuple)) or not length_buckets:
+                raise ConfigurationError(f"data_loader.length_buckets: expected a non-empty list of ints >= 1, found {length_buckets!r}.")
+            for bucket in length_buckets:
+                _require_int("length_buckets", bucket, minimum=1)
+        if not isinstance(instances, Sequence) or len(instances) == 0:
+            raise ConfigurationError(
+                f"data_loader.instances: expected a non-empty sequence of indexed instances, found "
+                f"{type(instances).__name__} of length {len(instances) if hasattr(instances, '__len__') else '?'}."
+            )
+        self.batch_size = batch_size
+        self.shuffle = shuffle
+        self.drop_last = drop_last
+        self.pad_on_batch_axis = pad_on_batch_axis
+        self.num_workers = num_workers
+        self.seed = seed
+        self._size = len(instances)
+        self._collator = Collator(pack_fields(instances), max_length, list(length_buckets) if length_buckets else None)
+        self._factor = 1
+        self._epoch = 0
+        self._warned_short_batch = False
+
+    @property
+    def length_buckets(self) -> Optional[List[int]]:
+        """The sorted length buckets, if any."""
+        return self._collator.length_buckets
+
+    @property
+    def batch_size_factor(self) -> int:
+        """Micro-batches per combined batch (the executor's `batch_size_factor`)."""
+        return self._factor
+
+    @property
+    def combined_batch_size(self) -> int:
+        """Rows per combined batch: the micro-batch size × `batch_size_factor`."""
+        return self.batch_size * self._factor
+
+    @property
+    def epoch(self) -> int:
+        """The epoch set last (0 initially)."""
+        return self._epoch
+
+    def set_batch_size_factor(self, factor: int) -> None:
+        """Use the executor's batch-size factor for the combined batches."""
+        if isinstance(factor, bool) or not isinstance(factor, int) or factor < 1:
+            raise ValueError(f"set_batch_size_factor: expected an int >= 1, got {factor!r}.")
+        self._factor = factor
+
+    def set_epoch(self, epoch: int) -> None:
+        """Select the epoch, which (with the seed) fixes the shuffled order."""
+        self._epoch = epoch
+
+    def _keeps_remainder(self) -> bool:
+        return self.pad_on_batch_axis or not self.drop_last
+
+    def __len__(self) -> int:
+        """Combined batches (host calls) per epoch."""
+        full, remainder = divmod(self._size, self.combined_batch_size)
+        return full + (1 if remainder and self._keeps_remainder() else 0)
+
+    def order(self) -> numpy.ndarray:
+        """The instance order of the current epoch (a permutation when shuffling)."""
+        if not self.shuffle:
+            return numpy.arange(self._size)
+        return numpy.random.default_rng([self.seed, self._epoch]).permutation(self._size)
+
+    def _batches(self) -> List[numpy.ndarray]:
+        order = self.order()
+        combined = self.combined_batch_size
+        batches = [order[start : start + combined] for start in range(0, self._size, combined)]
+        if batches and len(batches[-1]) < combined:
+            if not self._keeps_remainder():
+                batches.pop()
+            elif not self.pad_on_batch_axis and not self._warned_short_batch:
+                self._warned_short_batch = True
+                warnings.warn(
+                    f"The number of instances ({self._size}) is not divisible by the combined batch size "
+                    f"({combined}): with drop_last false and pad_on_batch_axis false the last combined batch "
+                    f"has {len(batches[-1])} rows, which a compiled executor rejects. Set pad_on_batch_axis: "
+                    "true to keep those instances.",
+                    stacklevel=3,
+                )
+        return batches
+
+    def iter_from(self, start: int) -> Iterator[Batch]:
+        """The combined batches of the current epoch from batch `start` on (for mid-epoch resume)."""
+        batches = self._batches()[start:]
+        rows = self.combined_batch_size
+        padded = self.pad_on_batch_axis
+        if self.num_workers == 0:
+            for indices in batches:
+                yield self._collator(indices, rows if padded else len(indices))
+            return
+        if not padded and batches and len(batches[-1]) < rows:
+            # A short last batch is collated to its own size; only the padded case fills rows.
+            short = batches.pop()
+            yield from self._worker_batches(batches, rows)
+            yield self._collator(short, len(short))
+            return
+        yield from self._worker_batches(batches, rows)
+
+    def _worker_batches(self, batches: List[numpy.ndarray], rows: int) -> Iterator[Batch]:
+        if not batches:
+            return
+        loader = torch.utils.data.DataLoader(
+            _CombinedBatches(self._collator, batches, rows),
+            batch_size=None,
+            shuffle=False,
+            num_workers=self.num_workers,
+        )
+        yield from loader
+
+    def state_dict(self) -> Dict[str, Any]:
+        """The epoch; the order depends only on (seed, epoch)."""
+        return {"epoch": self._epoch}
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        """Restore what `state_dict` returned."""
+        self._epoch = int(state.get("epoch", 0))
+
+
+def _require_int(key: str, value: Any, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigurationError(f"data_loader.{key}: expected an int >= {minimum}, found {value!r}.")
