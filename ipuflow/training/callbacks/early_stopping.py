@@ -1,0 +1,37 @@
+"""Stops training when a validation metric has not improved for a number of validations."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Dict, List, Union
+
+from ipuflow.training.callbacks.callback import TrainerCallback
+from ipuflow.training.metric_tracker import MetricTracker
+
+if TYPE_CHECKING:
+    from ipuflow.training.gradient_descent_trainer import GradientDescentTrainer
+
+
+@TrainerCallback.register("early_stopping")
+class EarlyStoppingCallback(TrainerCallback):
+    """Asks the trainer to stop after `patience` validations without a strict improvement of
+    `validation_metric` (signed like the trainer's). Independent of the trainer's own `patience`,
+    so it can watch another metric; it counts every validation, `validation_interval` ones included."""
+
+    def __init__(
+        self, serialization_dir: str, patience: int, validation_metric: Union[str, List[str]] = "-loss"
+    ) -> None:
+        super().__init__(serialization_dir)
+        self._tracker = MetricTracker(validation_metric, patience)
+
+    def on_evaluate(
+        self, trainer: "GradientDescentTrainer", metrics: Dict[str, float], epoch: int, step: int, **kwargs: Any
+    ) -> None:
+        self._tracker.add_metrics(metrics)
+        if self._tracker.should_stop_early():
+            trainer.control.should_stop = True
+
+    def state_dict(self) -> Dict[str, Any]:
+        return {"tracker": self._tracker.state_dict()}
+
+    def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
+        self._tracker.load_state_dict(state_dict["tracker"])

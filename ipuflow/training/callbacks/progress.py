@@ -1,0 +1,117 @@
+"""A tqdm progress bar per epoch (training and validation) with the running metrics."""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional
+
+from tqdm import tqdm
+
+from ipuflow.training.callbacks.callback import TrainerCallback
+
+if TYPE_CHECKING:
+    from ipuflow.training.gradient_descent_trainer import GradientDescentTrainer
+
+
+def format_postfix(metrics: Mapping[str, float]) -> str:
+    """``name: 0.1234, ...`` for the metrics whose names do not start with ``_``."""
+    parts = []
+    for name, value in metrics.items():
+        if name.startswith("_"):
+            continue
+        parts.append(f"{name}: {value:.4f}" if isinstance(value, float) else f"{name}: {value}")
+    return ", ".join(parts)
+
+
+@TrainerCallback.register("progress")
+class ProgressCallback(TrainerCallback):
+    """Shows a progress bar of host calls per epoch and of batches per validation.
+
+    The postfix shows the metrics of the last logging point (never forcing a device sync). When
+    the output is not a terminal (`file_friendly`, auto-detected by default), the bar is ASCII and
+    redrawn at most every `file_friendly_interval` seconds, so log files stay readable.
+    """
+
+    def __init__(
+        self,
+        serialization_dir: str,
+        file_friendly: Optional[bool] = None,
+        file_friendly_interval: float = 10.0,
+    ) -> None:
+        super().__init__(serialization_dir)
+        self._file_friendly = file_friendly
+        self._file_friendly_interval = file_friendly_interval
+        self._bar: Optional[tqdm] = None
+        self._bar_key: Optional[tuple] = None
+
+    def _is_file_friendly(self) -> bool:
+        if self._file_friendly is not None:
+            return self._file_friendly
+        return not (hasattr(sys.stderr, "isatty") and sys.stderr.isatty())
+
+    def _open(self, total: Optional[int], initial: int, description: str) -> tqdm:
+        friendly = self._is_file_friendly()
+        return tqdm(
+            total=total,
+            initial=initial,
+            desc=description,
+            file=sys.stderr,
+            ascii=friendly,
+            dynamic_ncols=not friendly,
+            mininterval=self._file_friendly_interval if friendly else 0.1,
+            leave=True,
+        )
+
+    def _close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+            self._bar_key = None
+
+    def on_batch(
+        self,
+        trainer: "GradientDescentTrainer",
+        batch: Mapping[str, Any],
+        outputs: Mapping[str, Any],
+        batch_metrics: Optional[Dict[str, float]],
+        epoch: int,
+        batch_number: int,
+        is_training: bool,
+        is_primary: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        if not is_primary:
+            return
+        key = (epoch, is_training)
+        if self._bar_key != key:
+            self._close()
+            total = trainer.num_batches_per_epoch if is_training else trainer.num_validation_batches
+            label = f"epoch {epoch} " + ("training" if is_training else "validation")
+            self._bar = self._open(total, batch_number - 1, label)
+            self._bar_key = key
+        assert self._bar is not None
+        if batch_metrics is not None:
+            self._bar.set_postfix_str(format_postfix(batch_metrics), refresh=False)
+        self._bar.update(1)
+
+    def on_evaluate(
+        self, trainer: "GradientDescentTrainer", metrics: Dict[str, float], epoch: int, step: int, **kwargs: Any
+    ) -> None:
+        if self._bar is not None and self._bar_key == (epoch, False):
+            self._bar.set_postfix_str(format_postfix(metrics), refresh=True)
+        self._close()
+
+    def on_epoch(
+        self, trainer: "GradientDescentTrainer", metrics: Dict[str, Any], epoch: int, is_primary: bool = True, **kwargs: Any
+    ) -> None:
+        self._close()
+
+    def on_end(
+        self,
+        trainer: "GradientDescentTrainer",
+        metrics: Optional[Dict[str, Any]] = None,
+        epoch: Optional[int] = None,
+        is_primary: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        self._close()

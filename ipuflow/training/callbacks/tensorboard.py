@@ -1,0 +1,82 @@
+"""TensorBoard event files: ``log/train`` (running loss, learning rate, epoch metrics) and
+``log/validation`` (validation metrics)."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any, Dict, Optional
+
+from ipuflow.training.callbacks.callback import TrainerCallback
+
+if TYPE_CHECKING:
+    from torch.utils.tensorboard import SummaryWriter
+
+    from ipuflow.training.gradient_descent_trainer import GradientDescentTrainer
+
+
+@TrainerCallback.register("tensorboard")
+class TensorBoardCallback(TrainerCallback):
+    """Writes scalars with `torch.utils.tensorboard.SummaryWriter`.
+
+    Training writer (``log/train``): every logging point, ``batch/<name>`` for the running metrics
+    (``loss``, ``batch_loss``, ``lr``...) at the optimizer-update step, and after every epoch
+    ``epoch/<name>`` for its ``training_*`` metrics at step ``epoch + 1``. Validation writer
+    (``log/validation``): ``epoch/<name>`` per epoch, and ``update/<name>`` for every validation at
+    its optimizer-update step (the ones from `validation_interval` included). Writers open on the
+    first event, so building the callback costs nothing.
+    """
+
+    def __init__(self, serialization_dir: str, flush_secs: int = 120) -> None:
+        super().__init__(serialization_dir)
+        self._flush_secs = flush_secs
+        self._writers: Dict[str, "SummaryWriter"] = {}
+
+    def writer(self, name: str) -> "SummaryWriter":
+        """The writer for ``log/<name>``, opened on first use."""
+        if name not in self._writers:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self._writers[name] = SummaryWriter(
+                os.path.join(self.serialization_dir, "log", name), flush_secs=self._flush_secs
+            )
+        return self._writers[name]
+
+    def on_log(
+        self, trainer: "GradientDescentTrainer", logs: Dict[str, float], step: int, is_training: bool = True, **kwargs: Any
+    ) -> None:
+        writer = self.writer("train" if is_training else "validation")
+        for name, value in logs.items():
+            if isinstance(value, (int, float)):
+                writer.add_scalar(f"batch/{name}", value, step)
+
+    def on_evaluate(
+        self, trainer: "GradientDescentTrainer", metrics: Dict[str, float], epoch: int, step: int, **kwargs: Any
+    ) -> None:
+        writer = self.writer("validation")
+        for name, value in metrics.items():
+            if isinstance(value, (int, float)):
+                writer.add_scalar(f"update/{name}", value, step)
+
+    def on_epoch(
+        self, trainer: "GradientDescentTrainer", metrics: Dict[str, Any], epoch: int, is_primary: bool = True, **kwargs: Any
+    ) -> None:
+        if not is_primary:
+            return
+        for prefix, writer_name in (("training_", "train"), ("validation_", "validation")):
+            for key, value in metrics.items():
+                if key.startswith(prefix) and key != "training_duration" and isinstance(value, (int, float)):
+                    self.writer(writer_name).add_scalar(f"epoch/{key[len(prefix):]}", value, epoch + 1)
+        for writer in self._writers.values():
+            writer.flush()
+
+    def on_end(
+        self,
+        trainer: "GradientDescentTrainer",
+        metrics: Optional[Dict[str, Any]] = None,
+        epoch: Optional[int] = None,
+        is_primary: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        for writer in self._writers.values():
+            writer.close()
+        self._writers = {}

@@ -1,0 +1,252 @@
+"""Checkpoints of a training run: when to save, how to write files safely, which to keep, and
+finding the latest loadable one.
+
+A checkpoint is two files named by epochs and host calls ("batches") completed in the current
+epoch: ``model_state_e{E}_b{B}.safetensors`` (the weights) and ``training_state_e{E}_b{B}.pt``
+(optimizer, schedulers, metric tracker, moving average, callbacks, counters and RNG states, plain
+containers only, so ``torch.load(weights_only=True)`` reads it). The end of epoch ``k`` is
+``e{k+1}_b0``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import tempfile
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Dict, List, NamedTuple, Optional, Tuple, Union
+
+import safetensors.torch
+import torch
+
+from ipuflow.config import ConfigurationError, Registrable
+
+if TYPE_CHECKING:
+    from ipuflow.training.trainer import Trainer
+
+logger = logging.getLogger(__name__)
+
+_MODEL_STATE_RE = re.compile(r"^model_state_e(\d+)_b(\d+)\.safetensors$")
+
+
+class TrainerCheckpoint(NamedTuple):
+    """The model's weights and the trainer's state, as saved and as loaded."""
+
+    model_state: Dict[str, torch.Tensor]
+    training_state: Dict[str, Any]
+
+
+def _write_atomically(path: Union[str, Path], write: Any) -> None:
+    """Call ``write(temp_path)``, fsync the file, and rename it over `path` (same directory)."""
+    path = Path(path)
+    handle, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(handle)
+    try:
+        write(temp_name)
+        with open(temp_name, "rb+") as written:
+            os.fsync(written.fileno())
+        os.replace(temp_name, path)
+    except BaseException:
+        if os.path.exists(temp_name):
+            os.remove(temp_name)
+        raise
+    try:
+        directory = os.open(path.parent, os.O_RDONLY)
+    except OSError:  # some platforms cannot open directories; the rename is still atomic
+        return
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
+
+
+def save_weights(state: Dict[str, torch.Tensor], path: Union[str, Path]) -> None:
+    """Write a state dict as safetensors, atomically. Tied (shared) tensors are stored once each
+    under every name, since safetensors refuses aliases."""
+    seen: set = set()
+    tensors: Dict[str, torch.Tensor] = {}
+    for name, tensor in state.items():
+        tensor = tensor.detach().cpu().contiguous()
+        key = (tensor.untyped_storage().data_ptr(), tensor.storage_offset())
+        if key in seen:
+            tensor = tensor.clone()
+        seen.add((tensor.untyped_storage().data_ptr(), tensor.storage_offset()))
+        tensors[name] = tensor
+    _write_atomically(path, lambda temp: safetensors.torch.save_file(tensors, temp))
+
+
+def save_training_state(state: Dict[str, Any], path: Union[str, Path]) -> None:
+    """`torch.save` plain containers and tensors, atomically."""
+    _write_atomically(path, lambda temp: torch.save(state, temp))
+
+
+def load_weights(path: Union[str, Path]) -> Dict[str, torch.Tensor]:
+    """Read a safetensors file onto the CPU."""
+    return safetensors.torch.load_file(str(path), device="cpu")
+
+
+def load_training_state(path: Union[str, Path]) -> Dict[str, Any]:
+    """Read a training-state file without unpickling code (``weights_only=True``)."""
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+class Checkpointer(Registrable):
+    """Saves checkpoints when asked and at the configured intervals, keeping the most recent ones.
+
+    `serialization_dir` is injected. `save_every_num_batches` counts host calls within the current
+    epoch; `save_every_num_seconds` counts wall time since the last save. Retention keeps the union
+    of the `keep_most_recent_by_count` newest checkpoints and those written within
+    `keep_most_recent_by_age` seconds; both None keeps everything, a count of 0 keeps none.
+    """
+
+    default_implementation: ClassVar[Optional[str]] = "default"
+
+    def __init__(
+        self,
+        serialization_dir: str,
+        save_completed_epochs: bool = True,
+        save_every_num_seconds: Optional[float] = None,
+        save_every_num_batches: Optional[int] = None,
+        keep_most_recent_by_count: Optional[int] = 2,
+        keep_most_recent_by_age: Optional[int] = None,
+    ) -> None:
+        for key, value in (
+            ("save_every_num_seconds", save_every_num_seconds),
+            ("save_every_num_batches", save_every_num_batches),
+            ("keep_most_recent_by_age", keep_most_recent_by_age),
+        ):
+            if value is not None and value <= 0:
+                raise ConfigurationError(f"trainer.checkpointer.{key}: expected a positive number or null, found {value}")
+        if keep_most_recent_by_count is not None and keep_most_recent_by_count < 0:
+            raise ConfigurationError(
+                f"trainer.checkpointer.keep_most_recent_by_count: expected >= 0 or null, found {keep_most_recent_by_count}"
+            )
+        self._serialization_dir = Path(serialization_dir)
+        self._save_completed_epochs = save_completed_epochs
+        self._save_every_num_seconds = save_every_num_seconds
+        self._save_every_num_batches = save_every_num_batches
+        self._keep_most_recent_by_count = keep_most_recent_by_count
+        self._keep_most_recent_by_age = keep_most_recent_by_age
+        self._last_save_time = time.time()
+        self._last_save_epoch = 0
+        self._last_save_batches = 0
+
+    @property
+    def serialization_dir(self) -> Path:
+        """Where the checkpoints live."""
+        return self._serialization_dir
+
+    def paths(self, epochs_completed: int, batches_in_epoch_completed: int) -> Tuple[Path, Path]:
+        """The (model, training state) file paths of one checkpoint."""
+        suffix = f"e{epochs_completed}_b{batches_in_epoch_completed}"
+        return (
+            self._serialization_dir / f"model_state_{suffix}.safetensors",
+            self._serialization_dir / f"training_state_{suffix}.pt",
+        )
+
+    def should_save(self, epochs_completed: int, batches_in_epoch_completed: int) -> bool:
+        """Whether the intervals ask for a checkpoint at this point."""
+        if batches_in_epoch_completed == 0 and self._save_completed_epochs:
+            return True
+        if self._save_every_num_seconds is not None and time.time() - self._last_save_time >= self._save_every_num_seconds:
+            return True
+        if self._save_every_num_batches is not None:
+            last = self._last_save_batches if self._last_save_epoch == epochs_completed else 0
+            if batches_in_epoch_completed - last >= self._save_every_num_batches:
+                return True
+        return False
+
+    def maybe_save_checkpoint(
+        self, trainer: "Trainer", epochs_completed: int, batches_in_epoch_completed: int
+    ) -> Optional[Tuple[Path, Path]]:
+        """Save if `should_save`; the paths written, or None."""
+        if self.should_save(epochs_completed, batches_in_epoch_completed):
+            return self.save_checkpoint(trainer)
+        return None
+
+    def save_checkpoint(self, trainer: "Trainer") -> Optional[Tuple[Path, Path]]:
+        """Write the trainer's checkpoint state now, then apply retention; the paths written."""
+        self._serialization_dir.mkdir(parents=True, exist_ok=True)
+        with trainer.get_checkpoint_state() as checkpoint:
+            if checkpoint is None:
+                return None
+            epochs = int(checkpoint.training_state["epochs_completed"])
+            batches = int(checkpoint.training_state["batches_in_epoch_completed"])
+            model_path, training_path = self.paths(epochs, batches)
+            # The training state goes first: a model file without its training state is never
+            # visible, so every listed checkpoint is complete.
+            save_training_state(checkpoint.training_state, training_path)
+            save_weights(checkpoint.model_state, model_path)
+        self._last_save_time = time.time()
+        self._last_save_epoch = epochs
+        self._last_save_batches = batches
+        self._remove_old_checkpoints()
+        return model_path, training_path
+
+    def all_checkpoints(self) -> List[Tuple[int, int]]:
+        """Complete checkpoints as (epochs, batches), newest first."""
+        if not self._serialization_dir.is_dir():
+            return []
+        found = []
+        for entry in os.listdir(self._serialization_dir):
+            match = _MODEL_STATE_RE.match(entry)
+            if match:
+                epochs, batches = int(match.group(1)), int(match.group(2))
+                if self.paths(epochs, batches)[1].exists():
+                    found.append((epochs, batches))
+        return sorted(found, reverse=True)
+
+    def find_latest_checkpoint(self) -> Optional[Tuple[Path, Path]]:
+        """The (model, training state) paths of the newest complete checkpoint, or None."""
+        checkpoints = self.all_checkpoints()
+        return self.paths(*checkpoints[0]) if checkpoints else None
+
+    def load_checkpoint(self) -> Optional[TrainerCheckpoint]:
+        """The newest checkpoint that loads; a broken one is reported and the previous one tried."""
+        for epochs, batches in self.all_checkpoints():
+            model_path, training_path = self.paths(epochs, batches)
+            try:
+                return TrainerCheckpoint(load_weights(model_path), load_training_state(training_path))
+            except Exception as error:  # truncated or corrupt files: fall back to an older checkpoint
+                logger.warning(
+                    "Checkpoint %s / %s could not be loaded (%s: %s); trying the previous one",
+                    model_path.name,
+                    training_path.name,
+                    type(error).__name__,
+                    error,
+                )
+        return None
+
+    def _remove_old_checkpoints(self) -> None:
+        if self._keep_most_recent_by_count is None and self._keep_most_recent_by_age is None:
+            return
+        checkpoints = self.all_checkpoints()
+        keep = set()
+        if self._keep_most_recent_by_count is not None:
+            keep.update(checkpoints[: self._keep_most_recent_by_count])
+        if self._keep_most_recent_by_age is not None:
+            now = time.time()
+            for checkpoint in checkpoints:
+                newest = max(os.path.getmtime(path) for path in self.paths(*checkpoint))
+                if now - newest <= self._keep_most_recent_by_age:
+                    keep.add(checkpoint)
+        for checkpoint in checkpoints:
+            if checkpoint not in keep:
+                for path in self.paths(*checkpoint):
+                    if path.exists():
+                        path.unlink()
+
+    def state_dict(self) -> Dict[str, Any]:
+        """Where the interval counters stand."""
+        return {"last_save_epoch": self._last_save_epoch, "last_save_batches": self._last_save_batches}
+
+    def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
+        """Restore the interval counters (the clock restarts now)."""
+        self._last_save_epoch = state_dict["last_save_epoch"]
+        self._last_save_batches = state_dict["last_save_batches"]
+        self._last_save_time = time.time()
+
+
+Checkpointer.register("default")(Checkpointer)

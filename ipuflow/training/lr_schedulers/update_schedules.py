@@ -1,0 +1,279 @@
+"""Step-based schedules whose value is the initial lr times a factor of the update number.
+
+The update number counts optimizer updates (1-based), after gradient accumulation and device
+iterations; the first update of a warm-up of ``w`` updates uses ``lr / w``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import List, Optional
+
+import torch
+
+from ipuflow.config import ConfigurationError
+from ipuflow.training.lr_schedulers.learning_rate_scheduler import LearningRateScheduler, require_steps
+
+
+class UpdateFactorScheduler(LearningRateScheduler):
+    """``lr = initial_lr × factor(update_number)``, set before each host call."""
+
+    def __init__(self, optimizer: torch.optim.Optimizer, last_epoch: int = -1) -> None:
+        super().__init__(optimizer, last_epoch)
+        self.last_update = 1
+
+    def factor(self, update_number: int) -> float:
+        """The multiplier for optimizer update `update_number` (1-based)."""
+        raise NotImplementedError
+
+    def get_values(self) -> List[float]:
+        factor = self.factor(self.last_update)
+        return [base * factor for base in self.base_values]
+
+    def step(self, metric: Optional[float] = None) -> None:
+        self.last_epoch += 1
+        self.metric = metric
+
+    def step_batch(self, update_number: int) -> None:
+        self.last_update = update_number
+        self._set_values(self.get_values())
+
+
+def _warmup(update_number: int, warmup_steps: int) -> Optional[float]:
+    if warmup_steps > 0 and update_number < warmup_steps:
+        return update_number / warmup_steps
+    return None
+
+
+@LearningRateScheduler.register("constant")
+class ConstantLearningRateScheduler(UpdateFactorScheduler):
+    """The initial lr throughout."""
+
+    def __init__(self, optimizer: torch.optim.Optimizer, last_epoch: int = -1) -> None:
+        super().__init__(optimizer, last_epoch)
+        self.step_batch(1)
+
+    def factor(self, update_number: int) -> float:
+        return 1.0
+
+
+@LearningRateScheduler.register("constant_with_warmup")
+class ConstantWithWarmupLearningRateScheduler(UpdateFactorScheduler):
+    """Linear warm-up over `num_warmup_steps` updates, then the initial lr."""
+
+    def __init__(self, optimizer: torch.optim.Optimizer, num_warmup_steps: int, last_epoch: int = -1) -> None:
+        super().__init__(optimizer, last_epoch)
+        self.num_warmup_steps = num_warmup_steps
+        self.step_batch(1)
+
+    def factor(self, update_number: int) -> float:
+        warm = _warmup(update_number, self.num_warmup_steps)
+        return 1.0 if warm is None else warm
+
+
+class _CosineWithWarmup(UpdateFactorScheduler):
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        num_warmup_steps: int,
+        num_training_steps: Optional[int],
+        num_cycles: float,
+        num_epochs: Optional[int],
+        num_steps_per_epoch: Optional[int],
+        last_epoch: int,
+    ) -> None:
+        super().__init__(optimizer, last_epoch)
+        if num_training_steps is None:
+            require_steps(type(self).__name__, num_epochs, num_steps_per_epoch)
+            num_training_steps = int(num_epochs) * int(num_steps_per_epoch)  # type: ignore[arg-type]
+        if num_training_steps <= num_warmup_steps:
+            raise ConfigurationError(
+                f"trainer.learning_rate_scheduler.num_training_steps: expected more than num_warmup_steps "
+                f"({num_warmup_steps}), found {num_training_steps}"
+            )
+        self.num_warmup_steps = num_warmup_steps
+        self.num_training_steps = num_training_steps
+        self.num_cycles = num_cycles
+
+    def progress(self, update_number: int) -> float:
+        return (update_number - self.num_warmup_steps) / (self.num_training_steps - self.num_warmup_steps)
+
+
+@LearningRateScheduler.register("cosine_with_warmup")
+class CosineWithWarmupLearningRateScheduler(_CosineWithWarmup):
+    """Linear warm-up, then a cosine from the initial lr to 0 over `num_cycles` half-waves
+    (0.5: one decay) by `num_training_steps` (default: every update of the run)."""
+
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        num_warmup_steps: int,
+        num_training_steps: Optional[int] = None,
+        num_cycles: float = 0.5,
+        num_epochs: Optional[int] = None,
+        num_steps_per_epoch: Optional[int] = None,
+        last_epoch: int = -1,
+    ) -> None:
+        super().__init__(
+            optimizer, num_warmup_steps, num_training_steps, num_cycles, num_epochs, num_steps_per_epoch, last_epoch
+        )
+        self.step_batch(1)
+
+    def factor(self, update_number: int) -> float:
+        warm = _warmup(update_number, self.num_warmup_steps)
+        if warm is not None:
+            return warm
+        progress = self.progress(update_number)
+        return max(0.0, 0.5 * (1.0 + math.cos(math.pi * self.num_cycles * 2.0 * progress)))
+
+
+@LearningRateScheduler.register("cosine_hard_restarts_with_warmup")
+class CosineHardRestartsWithWarmupLearningRateScheduler(_CosineWithWarmup):
+    """Linear warm-up, then `num_cycles` cosine decays to 0, each restarting at the initial lr."""
+
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        num_warmup_steps: int,
+        num_training_steps: Optional[int] = None,
+        num_cycles: int = 1,
+        num_epochs: Optional[int] = None,
+        num_steps_per_epoch: Optional[int] = None,
+        last_epoch: int = -1,
+    ) -> None:
+        super().__init__(
+            optimizer, num_warmup_steps, num_training_steps, num_cycles, num_epochs, num_steps_per_epoch, last_epoch
+        )
+        self.step_batch(1)
+
+    def factor(self, update_number: int) -> float:
+        warm = _warmup(update_number, self.num_warmup_steps)
+        if warm is not None:
+            return warm
+        progress = self.progress(update_number)
+        if progress >= 1.0:
+            return 0.0
+        return max(0.0, 0.5 * (1.0 + math.cos(math.pi * ((self.num_cycles * progress) % 1.0))))
+
+
+@LearningRateScheduler.register("noam")
+class NoamLR(UpdateFactorScheduler):
+    """The Transformer schedule: ``factor · model_size^-0.5 · min(s^-0.5, s · warmup_steps^-1.5)``,
+    the same lr for every group (the initial lr is not used)."""
+
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        model_size: int,
+        warmup_steps: int,
+        factor: float = 1.0,
+        last_epoch: int = -1,
+    ) -> None:
+        super().__init__(optimizer, last_epoch)
+        self.model_size = model_size
+        self.warmup_steps = warmup_steps
+        self.noam_factor = factor
+        self.step_batch(1)
+
+    def get_values(self) -> List[float]:
+        step = max(self.last_update, 1)
+        lr = self.noam_factor * self.model_size**-0.5 * min(step**-0.5, step * self.warmup_steps**-1.5)
+        return [lr for _ in self.base_values]
+
+
+@LearningRateScheduler.register("polynomial_decay")
+class PolynomialDecay(UpdateFactorScheduler):
+    """Linear warm-up over `warmup_steps` updates, then ``(lr − end)·((T − s)/(T − warmup))^power +
+    end`` with ``T = num_epochs × num_steps_per_epoch``; `end_learning_rate` from update ``T`` on."""
+
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        num_epochs: Optional[int] = None,
+        num_steps_per_epoch: Optional[int] = None,
+        power: float = 1.0,
+        warmup_steps: int = 0,
+        end_learning_rate: float = 0.0,
+        last_epoch: int = -1,
+    ) -> None:
+        super().__init__(optimizer, last_epoch)
+        require_steps("polynomial_decay", num_epochs, num_steps_per_epoch)
+        self.total_steps = int(num_epochs) * int(num_steps_per_epoch)  # type: ignore[arg-type]
+        self.power = power
+        self.warmup_steps = warmup_steps
+        self.end_learning_rate = end_learning_rate
+        self.step_batch(1)
+
+    def get_values(self) -> List[float]:
+        step = self.last_update
+        warm = _warmup(step, self.warmup_steps)
+        if warm is not None:
+            return [base * warm for base in self.base_values]
+        if step >= self.total_steps:
+            return [self.end_learning_rate for _ in self.base_values]
+        remaining = ((self.total_steps - step) / (self.total_steps - self.warmup_steps)) ** self.power
+        return [(base - self.end_learning_rate) * remaining + self.end_learning_rate for base in self.base_values]
+
+
+@LearningRateScheduler.register("linear_with_warmup")
+class LinearWithWarmup(PolynomialDecay):
+    """Linear warm-up over `warmup_steps` updates, then a linear decay to 0 at the last update."""
+
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        num_epochs: Optional[int] = None,
+        num_steps_per_epoch: Optional[int] = None,
+        warmup_steps: int = 100,
+        last_epoch: int = -1,
+    ) -> None:
+        super().__init__(
+            optimizer,
+            num_epochs=num_epochs,
+            num_steps_per_epoch=num_steps_per_epoch,
+            power=1.0,
+            warmup_steps=warmup_steps,
+            end_learning_rate=0.0,
+            last_epoch=last_epoch,
+        )
+
+
+@LearningRateScheduler.register("slanted_triangular")
+class SlantedTriangular(UpdateFactorScheduler):
+    """ULMFiT's slanted triangular lr (Howard & Ruder, 2018), per update: a linear rise over the first
+    `cut_frac` of the run from ``lr/ratio`` to ``lr``, then a linear fall back to ``lr/ratio``.
+
+    With `discriminative_fine_tuning`, group ``i`` of ``n`` starts from ``lr · decay_factor^(n-1-i)``
+    (the last group, usually the top layers, keeps the full lr).
+    """
+
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        num_epochs: Optional[int] = None,
+        num_steps_per_epoch: Optional[int] = None,
+        cut_frac: float = 0.1,
+        ratio: int = 32,
+        discriminative_fine_tuning: bool = False,
+        decay_factor: float = 0.38,
+        last_epoch: int = -1,
+    ) -> None:
+        super().__init__(optimizer, last_epoch)
+        require_steps("slanted_triangular", num_epochs, num_steps_per_epoch)
+        self.total_steps = int(num_epochs) * int(num_steps_per_epoch)  # type: ignore[arg-type]
+        self.cut_frac = cut_frac
+        self.ratio = ratio
+        if discriminative_fine_tuning:
+            depth = len(self.base_values)
+            self.base_values = [base * decay_factor ** (depth - 1 - i) for i, base in enumerate(self.base_values)]
+        self.step_batch(1)
+
+    def factor(self, update_number: int) -> float:
+        # Position 0 is the first update, so the run starts at lr/ratio.
+        step = update_number - 1
+        cut = max(int(self.total_steps * self.cut_frac), 1)
+        if step < cut:
+            proportion = step / cut
+        else:
+            proportion = max(0.0, 1 - (step - cut) / max(self.total_steps - cut, 1))
+        return (1 + proportion * (self.ratio - 1)) / self.ratio

@@ -1,0 +1,315 @@
+"""Registrable optimizers built from the model's named parameters, with regex parameter groups.
+
+Config: ``"optimizer": {"type": "adamw", "lr": 1e-4, "parameter_groups": [[["bias", "LayerNorm"],
+{"weight_decay": 0.0}]]}``. `model_parameters` is injected by the trainer, never written in config.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any, ClassVar, Dict, List, Optional, Tuple
+
+import torch
+
+from ipuflow.config import ConfigurationError, Registrable
+from ipuflow.training.lamb import Lamb
+
+logger = logging.getLogger(__name__)
+
+ParameterGroups = List[Tuple[List[str], Dict[str, Any]]]
+
+
+def make_parameter_groups(
+    model_parameters: List[Tuple[str, torch.nn.Parameter]],
+    parameter_groups: Optional[ParameterGroups] = None,
+) -> List[Dict[str, Any]]:
+    """Torch param-group dicts from ``[[regexes], {options}]`` pairs (``re.search`` on names).
+
+    Unmatched parameters form a last default group with the optimizer's own options; a group whose
+    options say ``{"requires_grad": false}`` freezes its parameters and is left out. A parameter
+    matching two groups is a `ConfigurationError`.
+    """
+    model_parameters = list(model_parameters)
+    if not parameter_groups:
+        return [{"params": [param for _, param in model_parameters if param.requires_grad]}]
+
+    groups: List[Dict[str, Any]] = []
+    for index, entry in enumerate(parameter_groups):
+        if not isinstance(entry, (list, tuple)) or len(entry) != 2 or not isinstance(entry[1], dict):
+            raise ConfigurationError(
+                f"optimizer.parameter_groups.{index}: expected [[regex, ...], {{option: value}}], found {entry!r}"
+            )
+        regexes, options = entry
+        if isinstance(regexes, str) or not isinstance(regexes, (list, tuple)):
+            raise ConfigurationError(
+                f"optimizer.parameter_groups.{index}: expected a list of regexes first, found {regexes!r}"
+            )
+        groups.append({"regexes": [re.compile(regex) for regex in regexes], "options": dict(options), "params": []})
+
+    default_params: List[torch.nn.Parameter] = []
+    matched_regexes: set = set()
+    for name, param in model_parameters:
+        owner: Optional[int] = None
+        for index, group in enumerate(groups):
+            for regex in group["regexes"]:
+                if regex.search(name):
+                    if owner is not None and owner != index:
+                        raise ConfigurationError(
+                            f"optimizer.parameter_groups: parameter {name!r} matches group {owner} and group "
+                            f"{index}; each parameter may match only one group"
+                        )
+                    owner = index
+                    matched_regexes.add((index, regex.pattern))
+        if owner is None:
+            default_params.append(param)
+        else:
+            groups[owner]["params"].append(param)
+
+    for index, group in enumerate(groups):
+        for regex in group["regexes"]:
+            if (index, regex.pattern) not in matched_regexes:
+                logger.warning("optimizer.parameter_groups.%d: regex %r matches no parameter", index, regex.pattern)
+
+    torch_groups: List[Dict[str, Any]] = []
+    for index, group in enumerate(groups):
+        options = group["options"]
+        requires_grad = options.pop("requires_grad", True)
+        if requires_grad is False:
+            for param in group["params"]:
+                param.requires_grad_(False)
+            if options:
+                logger.warning("optimizer.parameter_groups.%d freezes its parameters; ignoring %s", index, options)
+            continue
+        params = [param for param in group["params"] if param.requires_grad]
+        if params:
+            torch_groups.append({"params": params, **options})
+    default_params = [param for param in default_params if param.requires_grad]
+    if default_params:
+        torch_groups.append({"params": default_params})
+    num_trainable = sum(param.numel() for group in torch_groups for param in group["params"])
+    logger.info("Optimizer: %d parameter groups, %d trainable values", len(torch_groups), num_trainable)
+    return torch_groups
+
+
+class Optimizer(torch.optim.Optimizer, Registrable):
+    """A registrable torch optimizer; each implementation is the torch class with our constructor."""
+
+    default_implementation: ClassVar[Optional[str]] = "adam"
+
+    @staticmethod
+    def default(model_parameters: List[Tuple[str, torch.nn.Parameter]]) -> "Optimizer":
+        """Adam with its default options over `model_parameters`."""
+        return AdamOptimizer(model_parameters=model_parameters)
+
+
+@Optimizer.register("adam")
+class AdamOptimizer(Optimizer, torch.optim.Adam):
+    """`torch.optim.Adam`."""
+
+    def __init__(
+        self,
+        model_parameters: List[Tuple[str, torch.nn.Parameter]],
+        parameter_groups: Optional[ParameterGroups] = None,
+        lr: float = 0.001,
+        betas: Tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-08,
+        weight_decay: float = 0.0,
+        amsgrad: bool = False,
+    ) -> None:
+        super().__init__(
+            params=make_parameter_groups(model_parameters, parameter_groups),
+            lr=lr,
+            betas=tuple(betas),
+            eps=eps,
+            weight_decay=weight_decay,
+            amsgrad=amsgrad,
+        )
+
+
+@Optimizer.register("adamw")
+class AdamWOptimizer(Optimizer, torch.optim.AdamW):
+    """`torch.optim.AdamW` (decoupled weight decay, default 0.01)."""
+
+    def __init__(
+        self,
+        model_parameters: List[Tuple[str, torch.nn.Parameter]],
+        parameter_groups: Optional[ParameterGroups] = None,
+        lr: float = 0.001,
+        betas: Tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-08,
+        weight_decay: float = 0.01,
+        amsgrad: bool = False,
+    ) -> None:
+        super().__init__(
+            params=make_parameter_groups(model_parameters, parameter_groups),
+            lr=lr,
+            betas=tuple(betas),
+            eps=eps,
+            weight_decay=weight_decay,
+            amsgrad=amsgrad,
+        )
+
+
+@Optimizer.register("sgd")
+class SgdOptimizer(Optimizer, torch.optim.SGD):
+    """`torch.optim.SGD`; `lr` is required."""
+
+    def __init__(
+        self,
+        model_parameters: List[Tuple[str, torch.nn.Parameter]],
+        lr: float,
+        parameter_groups: Optional[ParameterGroups] = None,
+        momentum: float = 0.0,
+        dampening: float = 0.0,
+        weight_decay: float = 0.0,
+        nesterov: bool = False,
+    ) -> None:
+        super().__init__(
+            params=make_parameter_groups(model_parameters, parameter_groups),
+            lr=lr,
+            momentum=momentum,
+            dampening=dampening,
+            weight_decay=weight_decay,
+            nesterov=nesterov,
+        )
+
+
+@Optimizer.register("rmsprop")
+class RmsPropOptimizer(Optimizer, torch.optim.RMSprop):
+    """`torch.optim.RMSprop`."""
+
+    def __init__(
+        self,
+        model_parameters: List[Tuple[str, torch.nn.Parameter]],
+        parameter_groups: Optional[ParameterGroups] = None,
+        lr: float = 0.01,
+        alpha: float = 0.99,
+        eps: float = 1e-08,
+        weight_decay: float = 0.0,
+        momentum: float = 0.0,
+        centered: bool = False,
+    ) -> None:
+        super().__init__(
+            params=make_parameter_groups(model_parameters, parameter_groups),
+            lr=lr,
+            alpha=alpha,
+            eps=eps,
+            weight_decay=weight_decay,
+            momentum=momentum,
+            centered=centered,
+        )
+
+
+@Optimizer.register("adagrad")
+class AdagradOptimizer(Optimizer, torch.optim.Adagrad):
+    """`torch.optim.Adagrad`."""
+
+    def __init__(
+        self,
+        model_parameters: List[Tuple[str, torch.nn.Parameter]],
+        parameter_groups: Optional[ParameterGroups] = None,
+        lr: float = 0.01,
+        lr_decay: float = 0.0,
+        weight_decay: float = 0.0,
+        initial_accumulator_value: float = 0.0,
+        eps: float = 1e-10,
+    ) -> None:
+        super().__init__(
+            params=make_parameter_groups(model_parameters, parameter_groups),
+            lr=lr,
+            lr_decay=lr_decay,
+            weight_decay=weight_decay,
+            initial_accumulator_value=initial_accumulator_value,
+            eps=eps,
+        )
+
+
+@Optimizer.register("adadelta")
+class AdadeltaOptimizer(Optimizer, torch.optim.Adadelta):
+    """`torch.optim.Adadelta`."""
+
+    def __init__(
+        self,
+        model_parameters: List[Tuple[str, torch.nn.Parameter]],
+        parameter_groups: Optional[ParameterGroups] = None,
+        lr: float = 1.0,
+        rho: float = 0.9,
+        eps: float = 1e-06,
+        weight_decay: float = 0.0,
+    ) -> None:
+        super().__init__(
+            params=make_parameter_groups(model_parameters, parameter_groups),
+            lr=lr,
+            rho=rho,
+            eps=eps,
+            weight_decay=weight_decay,
+        )
+
+
+@Optimizer.register("adamax")
+class AdamaxOptimizer(Optimizer, torch.optim.Adamax):
+    """`torch.optim.Adamax`."""
+
+    def __init__(
+        self,
+        model_parameters: List[Tuple[str, torch.nn.Parameter]],
+        parameter_groups: Optional[ParameterGroups] = None,
+        lr: float = 0.002,
+        betas: Tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-08,
+        weight_decay: float = 0.0,
+    ) -> None:
+        super().__init__(
+            params=make_parameter_groups(model_parameters, parameter_groups),
+            lr=lr,
+            betas=tuple(betas),
+            eps=eps,
+            weight_decay=weight_decay,
+        )
+
+
+@Optimizer.register("sparse_adam")
+class SparseAdamOptimizer(Optimizer, torch.optim.SparseAdam):
+    """`torch.optim.SparseAdam` (for embeddings with ``sparse=True``)."""
+
+    def __init__(
+        self,
+        model_parameters: List[Tuple[str, torch.nn.Parameter]],
+        parameter_groups: Optional[ParameterGroups] = None,
+        lr: float = 0.001,
+        betas: Tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-08,
+    ) -> None:
+        super().__init__(
+            params=make_parameter_groups(model_parameters, parameter_groups),
+            lr=lr,
+            betas=tuple(betas),
+            eps=eps,
+        )
+
+
+@Optimizer.register("lamb")
+class LambOptimizer(Optimizer, Lamb):
+    """LAMB (see `ipuflow.training.lamb.Lamb`); maps to `poptorch.optim.LAMB` on IPUs."""
+
+    def __init__(
+        self,
+        model_parameters: List[Tuple[str, torch.nn.Parameter]],
+        parameter_groups: Optional[ParameterGroups] = None,
+        lr: float = 0.001,
+        betas: Tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-08,
+        weight_decay: float = 0.01,
+        bias_correction: bool = True,
+        max_weight_norm: Optional[float] = None,
+    ) -> None:
+        super().__init__(
+            params=make_parameter_groups(model_parameters, parameter_groups),
+            lr=lr,
+            betas=tuple(betas),
+            eps=eps,
+            weight_decay=weight_decay,
+            bias_correction=bias_correction,
+            max_weight_norm=max_weight_norm,
+        )
