@@ -1,0 +1,55 @@
+"""Training: the trainer, optimizers, schedulers, moving averages, checkpointer and callbacks.
+
+Importing the package registers every built-in under its config name.
+"""
+
+from ipuflow.training.callbacks import (
+    BatchCallback,
+    ConsoleMetricsCallback,
+    EarlyStoppingCallback,
+    EpochCallback,
+    ProgressCallback,
+    TensorBoardCallback,
+    TensorBoardMemoryUsage,
+    TrackEpochCallback,
+    TrainerCallback,
+    TrainerControl,
+)
+from ipuflow.training.checkpointer import Checkpointer, TrainerCheckpoint
+from ipuflow.training.gradient_descent_trainer import GradientDescentTrainer
+from ipuflow.training.interruption import NonFiniteLossError, TrainingInterrupted
+from ipuflow.training.lamb import Lamb
+from ipuflow.training.lr_schedulers import LearningRateScheduler
+from ipuflow.training.metric_tracker import MetricTracker
+from ipuflow.training.momentum_schedulers import InvertedTriangular, MomentumScheduler
+from ipuflow.training.moving_average import ExponentialMovingAverage, MovingAverage
+from ipuflow.training.optimizers import Optimizer, make_parameter_groups
+from ipuflow.training.trainer import Trainer
+
+__all__ = [
+    "BatchCallback",
+    "Checkpointer",
+    "ConsoleMetricsCallback",
+    "EarlyStoppingCallback",
+    "EpochCallback",
+    "ExponentialMovingAverage",
+    "GradientDescentTrainer",
+    "InvertedTriangular",
+    "Lamb",
+    "LearningRateScheduler",
+    "MetricTracker",
+    "MomentumScheduler",
+    "MovingAverage",
+    "NonFiniteLossError",
+    "Optimizer",
+    "ProgressCallback",
+    "TensorBoardCallback",
+    "TensorBoardMemoryUsage",
+    "TrackEpochCallback",
+    "Trainer",
+    "TrainerCallback",
+    "TrainerCheckpoint",
+    "TrainerControl",
+    "TrainingInterrupted",
+    "make_parameter_groups",
+]

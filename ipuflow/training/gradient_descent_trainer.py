@@ -1,0 +1,793 @@
+"""GradientDescentTrainer: epochs of host calls through a step executor, validation, metrics files,
+checkpoints and exact resume (AllenNLP 2.10's loop, design.md §4)."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import json
+import logging
+import math
+import os
+import random
+import re
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
+
+import numpy
+import torch
+
+from ipuflow.config import ConfigurationError, Lazy
+from ipuflow.execution.executor import StepExecutor
+from ipuflow.models.model import IGNORE_LABEL, Model
+from ipuflow.training.callbacks.batch_callback import BatchCallback
+from ipuflow.training.callbacks.callback import TrainerCallback, TrainerControl
+from ipuflow.training.callbacks.console_metrics import ConsoleMetricsCallback
+from ipuflow.training.callbacks.epoch_callback import EpochCallback
+from ipuflow.training.callbacks.progress import ProgressCallback
+from ipuflow.training.callbacks.tensorboard import TensorBoardCallback
+from ipuflow.training.checkpointer import Checkpointer, TrainerCheckpoint, load_weights, save_weights
+from ipuflow.training.interruption import InterruptListener, NonFiniteLossError, TrainingInterrupted
+from ipuflow.training.lr_schedulers.learning_rate_scheduler import LearningRateScheduler
+from ipuflow.training.metric_tracker import MetricTracker
+from ipuflow.training.momentum_schedulers import MomentumScheduler
+from ipuflow.training.moving_average import MovingAverage
+from ipuflow.training.optimizers import Optimizer
+from ipuflow.training.scheduler import Scheduler
+from ipuflow.training.trainer import Trainer
+
+logger = logging.getLogger(__name__)
+
+BEST_WEIGHTS = "best.safetensors"
+TRAINING_STATE_VERSION = 1
+DEFAULT_CALLBACKS = (ProgressCallback, ConsoleMetricsCallback, TensorBoardCallback)
+
+
+def _python_rng_state() -> List[Any]:
+    version, internal, gauss = random.getstate()
+    return [version, list(internal), gauss]
+
+
+def _set_python_rng_state(state: List[Any]) -> None:
+    version, internal, gauss = state
+    random.setstate((version, tuple(internal), gauss))
+
+
+def _numpy_rng_state() -> List[Any]:
+    name, keys, position, has_gauss, cached = numpy.random.get_state()
+    return [name, keys.tolist(), int(position), int(has_gauss), float(cached)]
+
+
+def _set_numpy_rng_state(state: List[Any]) -> None:
+    name, keys, position, has_gauss, cached = state
+    numpy.random.set_state((name, numpy.asarray(keys, dtype=numpy.uint32), position, has_gauss, cached))
+
+
+def _hyperparameters(schedulers: List[Scheduler]) -> List[Any]:
+    return [
+        [group.get(scheduler.param_group_field) for group in scheduler.optimizer.param_groups]
+        for scheduler in schedulers
+    ]
+
+
+def _real_row_count(batch: Any) -> int:
+    """Rows of a combined batch that are not padding: the loader sets every int scalar field of a
+    padding row to IGNORE_LABEL. Counted on the host (the batch is a CPU tensor dict)."""
+    for value in batch.values():
+        if isinstance(value, torch.Tensor) and value.dim() == 1 and value.dtype in (torch.int64, torch.int32):
+            return int((value != IGNORE_LABEL).sum())
+    first = next(iter(batch.values()))
+    return int(first.shape[0])
+
+
+def _write_json(path: Path, content: Dict[str, Any]) -> None:
+    handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    with os.fdopen(handle, "w") as file:
+        json.dump(content, file, indent=2)
+    os.replace(temp, path)
+
+
+@Trainer.register("gradient_descent", constructor="from_partial_objects")
+class GradientDescentTrainer(Trainer):
+    """Trains `model` with `executor` (which owns forward, backward and the optimizer step).
+
+    Counters: `epochs_completed`, `batches_in_epoch_completed` (host calls in the current epoch),
+    `host_calls`, `optimizer_updates`, `samples_seen`. The running training loss is summed on the
+    device and read only every `log_interval` host calls, before checkpoints and at epoch ends; a
+    NaN/inf loss read there stops training with `NonFiniteLossError`. `validation_interval` also
+    validates every N optimizer updates; `max_steps` ends training after N optimizer updates (a
+    checkpoint is saved, so a later run with a larger limit continues exactly).
+    """
+
+    def __init__(
+        self,
+        model: Model,
+        executor: StepExecutor,
+        data_loader: Any,
+        optimizer: Optional[torch.optim.Optimizer] = None,
+        patience: Optional[int] = None,
+        validation_metric: Union[str, List[str]] = "-loss",
+        validation_data_loader: Optional[Any] = None,
+        num_epochs: int = 20,
+        serialization_dir: Optional[str] = None,
+        checkpointer: Optional[Checkpointer] = None,
+        learning_rate_scheduler: Optional[LearningRateScheduler] = None,
+        momentum_scheduler: Optional[MomentumScheduler] = None,
+        moving_average: Optional[MovingAverage] = None,
+        callbacks: Optional[List[TrainerCallback]] = None,
+        batch_callbacks: Optional[List[BatchCallback]] = None,
+        epoch_callbacks: Optional[List[EpochCallback]] = None,
+        grad_clipping: Optional[float] = None,
+        validation_interval: Optional[int] = None,
+        max_steps: Optional[int] = None,
+        log_interval: int = 10,
+        enable_default_callbacks: bool = True,
+    ) -> None:
+        if serialization_dir is None:
+            serialization_dir = tempfile.mkdtemp(prefix="ipuflow-")
+        super().__init__(serialization_dir)
+        os.makedirs(serialization_dir, exist_ok=True)
+        if patience is not None and validation_data_loader is None:
+            logger.warning("trainer.patience is set but there is no validation data: early stopping is off")
+        for key, value, minimum in (
+            ("num_epochs", num_epochs, 1),
+            ("validation_interval", validation_interval, 1),
+            ("max_steps", max_steps, 1),
+            ("log_interval", log_interval, 1),
+        ):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < minimum):
+                raise ConfigurationError(f"trainer.{key}: expected an int >= {minimum}, found {value!r}")
+        self.model = model
+        self.executor = executor
+        self.optimizer = optimizer
+        self.data_loader = data_loader
+        self.validation_data_loader = validation_data_loader
+        self.validation_executor: Optional[StepExecutor] = (
+            executor.inference_executor() if validation_data_loader is not None else None
+        )
+        self._num_epochs = num_epochs
+        self._metric_tracker = MetricTracker(validation_metric, patience)
+        self._checkpointer = checkpointer
+        self._learning_rate_scheduler = learning_rate_scheduler
+        self._momentum_scheduler = momentum_scheduler
+        self._schedulers: List[Scheduler] = [s for s in (learning_rate_scheduler, momentum_scheduler) if s is not None]
+        self._moving_average = moving_average
+        self._validation_interval = validation_interval
+        self._max_steps = max_steps
+        self._log_interval = log_interval
+        self.control = TrainerControl()
+
+        self._callbacks: List[TrainerCallback] = list(callbacks or [])
+        if enable_default_callbacks:
+            for default in DEFAULT_CALLBACKS:
+                if not any(type(callback) is default for callback in self._callbacks):
+                    self._callbacks.append(default(serialization_dir=serialization_dir))
+        self._batch_callbacks: List[BatchCallback] = list(batch_callbacks or [])
+        self._epoch_callbacks: List[EpochCallback] = list(epoch_callbacks or [])
+
+        self._grad_clipping_handles = []
+        if grad_clipping is not None:
+            # The executor owns backward, so value clipping hooks into the gradients as they are
+            # computed (AllenNLP 1.x semantics: each micro-batch's contribution is clamped).
+            for parameter in model.parameters():
+                if parameter.requires_grad:
+                    self._grad_clipping_handles.append(
+                        parameter.register_hook(lambda grad, v=grad_clipping: grad.clamp(-v, v))
+                    )
+
+        plan = getattr(getattr(executor, "options", None), "plan", None)
+        self._outputs_cover_batch = getattr(plan, "output_mode", None) == "all"
+
+        self.epochs_completed = 0
+        self.batches_in_epoch_completed = 0
+        self.host_calls = 0
+        self.optimizer_updates = 0
+        self.samples_seen = 0
+        self._best_epoch: Optional[int] = None
+        self._running_loss: Optional[torch.Tensor] = None
+        self._running_calls = 0
+        self._last_saved_position: Optional[Tuple[int, int]] = None
+        self._last_checkpoint: Optional[Path] = None
+        self._interrupts: Optional[InterruptListener] = None
+        self._training_start = time.monotonic()
+
+    # -- construction from config ----------------------------------------------------------
+
+    @classmethod
+    def from_partial_objects(
+        cls,
+        model: Model,
+        serialization_dir: str,
+        data_loader: Any,
+        validation_data_loader: Optional[Any] = None,
+        optimizer: Lazy[Optimizer] = Lazy(Optimizer),
+        patience: Optional[int] = None,
+        validation_metric: Union[str, List[str]] = "-loss",
+        num_epochs: int = 20,
+        checkpointer: Optional[Lazy[Checkpointer]] = Lazy(Checkpointer),
+        grad_norm: Union[float, bool] = False,
+        grad_clipping: Optional[float] = None,
+        learning_rate_scheduler: Optional[Lazy[LearningRateScheduler]] = None,
+        momentum_scheduler: Optional[Lazy[MomentumScheduler]] = None,
+        moving_average: Optional[Lazy[MovingAverage]] = None,
+        callbacks: Optional[List[Lazy[TrainerCallback]]] = None,
+        batch_callbacks: Optional[List[Lazy[BatchCallback]]] = None,
+        epoch_callbacks: Optional[List[Lazy[EpochCallback]]] = None,
+        tensorboard_writer: Optional[Lazy[TensorBoardCallback]] = None,
+        num_gradient_accumulation_steps: Optional[int] = None,
+        no_grad: Optional[List[str]] = None,
+        executor: Lazy[StepExecutor] = Lazy(StepExecutor),
+        validation_interval: Optional[int] = None,
+        max_steps: Optional[int] = None,
+        log_interval: int = 10,
+        enable_default_callbacks: bool = True,
+    ) -> "GradientDescentTrainer":
+        """Build every part in dependency order (see docs/training.md).
+
+        `model`, `serialization_dir`, `data_loader` and `validation_data_loader` are injected.
+        `grad_norm` (a float) and `num_gradient_accumulation_steps` are the executor's
+        `max_grad_norm` and `gradient_accumulation`; giving both spellings with different values
+        is an error.
+        """
+        if no_grad:
+            patterns = [re.compile(pattern) for pattern in no_grad]
+            for name, parameter in model.named_parameters():
+                if any(pattern.search(name) for pattern in patterns):
+                    parameter.requires_grad_(False)
+        frozen = [name for name, p in model.named_parameters() if not p.requires_grad]
+        if frozen:
+            logger.info("Frozen parameters: %s", ", ".join(frozen))
+
+        parameters = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
+        built_optimizer = optimizer.construct(model_parameters=parameters)
+        # parameter_groups may freeze more parameters; the moving average tracks the trainable ones.
+        parameters = [(name, p) for name, p in parameters if p.requires_grad]
+        built_moving_average = moving_average.construct(parameters=parameters) if moving_average is not None else None
+
+        executor_options: Dict[str, Any] = {}
+        executor_config = executor.params.as_dict()
+        if num_gradient_accumulation_steps is not None:
+            configured = executor_config.get("gradient_accumulation")
+            if configured is not None and configured != num_gradient_accumulation_steps:
+                raise ConfigurationError(
+                    f"trainer.num_gradient_accumulation_steps ({num_gradient_accumulation_steps}) and "
+                    f"trainer.executor.gradient_accumulation ({configured}) are the same setting with different "
+                    "values; give one of them"
+                )
+            executor_options["gradient_accumulation"] = num_gradient_accumulation_steps
+        if grad_norm is True:
+            raise ConfigurationError(
+                "trainer.grad_norm: true (report the norm without clipping) is not supported: the executor "
+                "computes the gradients on the device; give a float to clip the global norm to it"
+            )
+        if grad_norm is not False:
+            configured = executor_config.get("max_grad_norm")
+            if configured is not None and configured != grad_norm:
+                raise ConfigurationError(
+                    f"trainer.grad_norm ({grad_norm}) and trainer.executor.max_grad_norm ({configured}) are the same "
+                    "setting with different values; give one of them"
+                )
+            executor_options["max_grad_norm"] = float(grad_norm)
+        # The executor comes before the schedulers only because the number of optimizer updates
+        # per epoch depends on its options (device iterations, replication, accumulation).
+        built_executor = executor.construct(model=model, optimizer=built_optimizer, **executor_options)
+        data_loader.set_batch_size_factor(built_executor.batch_size_factor)
+        if validation_data_loader is not None:
+            validation_data_loader.set_batch_size_factor(built_executor.inference_executor().batch_size_factor)
+        try:
+            num_steps_per_epoch: Optional[int] = len(data_loader) * built_executor.updates_per_call
+        except TypeError:
+            num_steps_per_epoch = None
+
+        built_lr_scheduler = (
+            learning_rate_scheduler.construct(
+                optimizer=built_optimizer,
+                num_epochs=num_epochs,
+                num_steps_per_epoch=num_steps_per_epoch,
+                validation_metric=validation_metric,
+            )
+            if learning_rate_scheduler is not None
+            else None
+        )
+        built_momentum_scheduler = (
+            momentum_scheduler.construct(
+                optimizer=built_optimizer,
+                num_epochs=num_epochs,
+                num_steps_per_epoch=num_steps_per_epoch,
+                validation_metric=validation_metric,
+            )
+            if momentum_scheduler is not None
+            else None
+        )
+        # The schedulers' initial values reach the device only through set_optimizer.
+        built_executor.set_optimizer(built_optimizer)
+
+        built_checkpointer = (
+            checkpointer.construct(serialization_dir=serialization_dir) if checkpointer is not None else None
+        )
+        built_callbacks = [callback.construct(serialization_dir=serialization_dir) for callback in callbacks or []]
+        if tensorboard_writer is not None:
+            built_callbacks.append(tensorboard_writer.construct(serialization_dir=serialization_dir))
+        built_batch_callbacks = [c.construct(serialization_dir=serialization_dir) for c in batch_callbacks or []]
+        built_epoch_callbacks = [c.construct(serialization_dir=serialization_dir) for c in epoch_callbacks or []]
+
+        return cls(
+            model=model,
+            executor=built_executor,
+            data_loader=data_loader,
+            optimizer=built_optimizer,
+            patience=patience,
+            validation_metric=validation_metric,
+            validation_data_loader=validation_data_loader,
+            num_epochs=num_epochs,
+            serialization_dir=serialization_dir,
+            checkpointer=built_checkpointer,
+            learning_rate_scheduler=built_lr_scheduler,
+            momentum_scheduler=built_momentum_scheduler,
+            moving_average=built_moving_average,
+            callbacks=built_callbacks,
+            batch_callbacks=built_batch_callbacks,
+            epoch_callbacks=built_epoch_callbacks,
+            grad_clipping=grad_clipping,
+            validation_interval=validation_interval,
+            max_steps=max_steps,
+            log_interval=log_interval,
+            enable_default_callbacks=enable_default_callbacks,
+        )
+
+    # -- public state ----------------------------------------------------------------------
+
+    @property
+    def callbacks(self) -> List[TrainerCallback]:
+        """The trainer callbacks, defaults included."""
+        return self._callbacks
+
+    @property
+    def metric_tracker(self) -> MetricTracker:
+        """The validation-score tracker."""
+        return self._metric_tracker
+
+    @property
+    def num_batches_per_epoch(self) -> Optional[int]:
+        """Host calls per training epoch (None if the loader has no length)."""
+        try:
+            return len(self.data_loader)
+        except TypeError:
+            return None
+
+    @property
+    def num_validation_batches(self) -> Optional[int]:
+        """Host calls per validation (None without validation data or a length)."""
+        try:
+            return len(self.validation_data_loader) if self.validation_data_loader is not None else None
+        except TypeError:
+            return None
+
+    def get_best_weights_path(self) -> Optional[str]:
+        path = Path(self.serialization_dir) / BEST_WEIGHTS  # type: ignore[arg-type]
+        return str(path) if path.exists() else None
+
+    # -- training --------------------------------------------------------------------------
+
+    def train(self) -> Dict[str, Any]:
+        """Restore the latest checkpoint if any, train, and return the last epoch's metrics (with
+        ``best_*``); the model is left holding the best weights."""
+        metrics: Optional[Dict[str, Any]] = None
+        epoch: Optional[int] = None
+        self._training_start = time.monotonic()
+        with InterruptListener() as interrupts:
+            self._interrupts = interrupts
+            try:
+                self._restore_checkpoint()
+                for callback in self._callbacks:
+                    callback.on_start(self, is_primary=True)
+                for epoch_callback in self._epoch_callbacks:
+                    epoch_callback(self, {}, -1, is_primary=True)
+                metrics, epoch = self._try_train()
+                return metrics
+            finally:
+                self._interrupts = None
+                for callback in self._callbacks:
+                    callback.on_end(self, metrics=metrics, epoch=epoch, is_primary=True)
+
+    def _try_train(self) -> Tuple[Dict[str, Any], Optional[int]]:
+        metrics: Dict[str, Any] = self._best_metrics()
+        last_epoch: Optional[int] = None
+        self._apply_step_schedules()
+        for epoch in range(self.epochs_completed, self._num_epochs):
+            epoch_start = time.monotonic()
+            finished = self._train_epoch(epoch)
+            if not finished:
+                break
+            last_epoch = epoch
+            metrics = self._end_epoch(epoch, epoch_start)
+            if self._metric_tracker.should_stop_early():
+                logger.info("Ran out of patience; stopping training.")
+                break
+            if self.control.should_stop or self._reached_max_steps():
+                break
+        self._finalize_model()
+        return metrics, last_epoch
+
+    def _reached_max_steps(self) -> bool:
+        return self._max_steps is not None and self.optimizer_updates >= self._max_steps
+
+    def _train_epoch(self, epoch: int) -> bool:
+        """Run the epoch's remaining host calls; False if training stopped before its end."""
+        loader = self.data_loader
+        loader.set_epoch(epoch)
+        start = self.batches_in_epoch_completed
+        if start == 0:
+            self._running_loss, self._running_calls = None, 0
+        batches = loader.iter_from(start) if hasattr(loader, "iter_from") else self._skip(iter(loader), start)
+        num_batches = self.num_batches_per_epoch
+        executor = self.executor
+        for batch_number, batch in enumerate(batches, start + 1):
+            result = executor(batch)
+            self.host_calls += 1
+            self.optimizer_updates += result.optimizer_updates
+            self.samples_seen += result.samples
+            self.batches_in_epoch_completed = batch_number
+            if result.loss is not None:
+                loss = result.loss.detach()
+                # In place on a buffer of our own: no per-call allocation and no device sync.
+                if self._running_loss is None:
+                    self._running_loss = loss.float().clone()
+                else:
+                    self._running_loss.add_(loss)
+                self._running_calls += 1
+            if self._moving_average is not None:
+                executor.copy_weights_to_host()
+                self._moving_average.apply(self.optimizer_updates)
+            if self._outputs_cover_batch:
+                self.model.update_metrics(result.outputs, batch)
+            self._apply_step_schedules()
+
+            batch_metrics = None
+            if self.host_calls % self._log_interval == 0:
+                batch_metrics = self._read_training_metrics(result.loss)
+                for callback in self._callbacks:
+                    callback.on_log(self, batch_metrics, self.optimizer_updates, is_training=True)
+            for callback in self._callbacks:
+                callback.on_batch(self, batch, result.outputs, batch_metrics, epoch, batch_number, is_training=True)
+            for batch_callback in self._batch_callbacks:
+                batch_callback(self, batch, result.outputs, batch_metrics, epoch, batch_number, is_training=True)
+
+            last_of_epoch = num_batches is not None and batch_number >= num_batches
+            if not last_of_epoch:
+                self._maybe_validate_within_epoch(epoch, result.optimizer_updates)
+                if self._checkpointer is not None and (
+                    self.control.should_save
+                    or self._checkpointer.should_save(self.epochs_completed, self.batches_in_epoch_completed)
+                ):
+                    self._save_checkpoint()
+                self.control.should_save = False
+            if self._interrupts is not None and self._interrupts.interrupted:
+                self._stop_for_signal(self._interrupts.signal_name or "a signal")
+            if not last_of_epoch and (self.control.should_stop or self._reached_max_steps()):
+                if self._checkpointer is not None:
+                    self._save_checkpoint()
+                return False
+        return True
+
+    @staticmethod
+    def _skip(batches: Iterator[Any], count: int) -> Iterator[Any]:
+        for index, batch in enumerate(batches):
+            if index >= count:
+                yield batch
+
+    def _maybe_validate_within_epoch(self, epoch: int, updates_this_call: int) -> None:
+        interval = self._validation_interval
+        crossed = (
+            interval is not None
+            and self.optimizer_updates // interval > (self.optimizer_updates - updates_this_call) // interval
+        )
+        if (crossed or self.control.should_validate) and self.validation_data_loader is not None:
+            self._check_loss_before_saving()
+            validation_metrics = self._validate(epoch)
+            if self._metric_tracker.is_best_so_far():
+                self._record_best(epoch, validation_metrics)
+        self.control.should_validate = False
+
+    def _end_epoch(self, epoch: int, epoch_start: float) -> Dict[str, Any]:
+        """Validation, the metrics file, epoch-based schedules, callbacks, checkpoint and best weights."""
+        training_metrics = self._epoch_training_metrics()
+        validation_metrics: Optional[Dict[str, float]] = None
+        score: Optional[float] = None
+        if self.validation_data_loader is not None:
+            validation_metrics = self._validate(epoch)
+            score = self._metric_tracker.combined_score(validation_metrics)
+        is_best = validation_metrics is None or self._metric_tracker.is_best_so_far()
+        if is_best and validation_metrics is not None:
+            self._best_epoch = epoch
+            self._metric_tracker.best_epoch_metrics = dict(validation_metrics)
+
+        metrics: Dict[str, Any] = {
+            "epoch": epoch,
+            "training_duration": str(datetime.timedelta(seconds=time.monotonic() - self._training_start)),
+            "epoch_duration": str(datetime.timedelta(seconds=time.monotonic() - epoch_start)),
+        }
+        metrics.update({f"training_{key}": value for key, value in training_metrics.items()})
+        if validation_metrics is not None:
+            metrics.update({f"validation_{key}": value for key, value in validation_metrics.items()})
+        metrics.update(
+            {"host_calls": self.host_calls, "optimizer_updates": self.optimizer_updates, "samples_seen": self.samples_seen}
+        )
+        if validation_metrics is None:
+            self._best_epoch = epoch
+        metrics.update(self._best_metrics())
+        _write_json(Path(self.serialization_dir) / f"metrics_epoch_{epoch}.json", metrics)  # type: ignore[arg-type]
+
+        before = _hyperparameters(self._schedulers)
+        for scheduler in self._schedulers:
+            scheduler.step(score)
+        if _hyperparameters(self._schedulers) != before:
+            self.executor.set_optimizer(self.optimizer)  # type: ignore[arg-type]
+
+        for callback in self._callbacks:
+            callback.on_epoch(self, metrics=metrics, epoch=epoch, is_primary=True)
+        for epoch_callback in self._epoch_callbacks:
+            epoch_callback(self, metrics, epoch, is_primary=True)
+
+        self.epochs_completed += 1
+        self.batches_in_epoch_completed = 0
+        if self._checkpointer is not None and (
+            self.control.should_save or self._checkpointer.should_save(self.epochs_completed, 0)
+        ):
+            self._save_checkpoint()
+        self.control.should_save = False
+        if is_best:
+            self._save_best_weights()
+        if self._interrupts is not None and self._interrupts.interrupted:
+            self._stop_for_signal(self._interrupts.signal_name or "a signal")
+        return metrics
+
+    def _best_metrics(self) -> Dict[str, Any]:
+        best: Dict[str, Any] = {}
+        if self._best_epoch is not None:
+            best["best_epoch"] = self._best_epoch
+        for key, value in self._metric_tracker.best_epoch_metrics.items():
+            best[f"best_validation_{key}"] = value
+        return best
+
+    def _record_best(self, epoch: int, validation_metrics: Dict[str, float]) -> None:
+        self._best_epoch = epoch
+        self._metric_tracker.best_epoch_metrics = dict(validation_metrics)
+        self._save_best_weights()
+
+    # -- loss reading (the only device syncs of the loop) ---------------------------------------
+
+    def _read_running_loss(self) -> Optional[float]:
+        if self._running_loss is None or self._running_calls == 0:
+            return None
+        return self._running_loss.item() / self._running_calls
+
+    def _check_finite(self, value: Optional[float]) -> None:
+        if value is not None and not math.isfinite(value):
+            kept = f"the last good checkpoint ({self._last_checkpoint.name}) is kept" if self._last_checkpoint else "no checkpoint was saved"
+            raise NonFiniteLossError(
+                f"The training loss became {value} in epoch {self.epochs_completed} by optimizer update "
+                f"{self.optimizer_updates}; training stopped and {kept}. Lower the learning rate, clip gradients "
+                "(trainer.grad_norm) or check the data."
+            )
+
+    def _read_training_metrics(self, batch_loss: Optional[torch.Tensor]) -> Dict[str, float]:
+        logs: Dict[str, float] = {}
+        if self._running_loss is not None and batch_loss is not None:
+            # One read for both values.
+            total, last = torch.stack([self._running_loss, batch_loss.detach().float()]).tolist()
+            self._check_finite(total)
+            logs["loss"] = total / self._running_calls
+            logs["batch_loss"] = last
+        if self._outputs_cover_batch:
+            logs.update(self.model.get_metrics(reset=False))
+        if self.optimizer is not None:
+            for index, group in enumerate(self.optimizer.param_groups):
+                logs["lr" if index == 0 else f"lr_group{index}"] = float(group["lr"])
+        return logs
+
+    def _epoch_training_metrics(self) -> Dict[str, float]:
+        metrics: Dict[str, float] = dict(self.model.get_metrics(reset=True)) if self._outputs_cover_batch else {}
+        loss = self._read_running_loss()
+        self._check_finite(loss)
+        if loss is not None:
+            metrics["loss"] = loss
+        return metrics
+
+    def _check_loss_before_saving(self) -> None:
+        self._check_finite(self._read_running_loss())
+
+    # -- schedules -------------------------------------------------------------------------
+
+    def _apply_step_schedules(self) -> None:
+        """Set step-based values for the next update; send them to the device only if they changed."""
+        if not self._schedulers:
+            return
+        before = _hyperparameters(self._schedulers)
+        for scheduler in self._schedulers:
+            scheduler.step_batch(self.optimizer_updates + 1)
+        if _hyperparameters(self._schedulers) != before:
+            self.executor.set_optimizer(self.optimizer)  # type: ignore[arg-type]
+
+    # -- validation ------------------------------------------------------------------------
+
+    def _validate(self, epoch: int) -> Dict[str, float]:
+        """Validation metrics under no-grad with the inference executor (moving average swapped in);
+        also recorded in the metric tracker and reported to `on_evaluate`."""
+        assert self.validation_executor is not None and self.validation_data_loader is not None
+        if self.executor.is_attached:
+            self.executor.detach()
+        if self._moving_average is not None:
+            self.executor.copy_weights_to_host()
+            self._moving_average.assign_average_value()
+            self.validation_executor.copy_weights_to_device()
+        executor = self.validation_executor
+        loss_sum: Optional[torch.Tensor] = None
+        rows = 0
+        try:
+            self.model.get_metrics(reset=True)
+            with torch.no_grad():
+                for batch_number, batch in enumerate(self.validation_data_loader, 1):
+                    result = executor(batch)
+                    self.model.update_metrics(result.outputs, batch)
+                    real_rows = _real_row_count(batch)
+                    if result.loss is not None and real_rows:
+                        weighted = result.loss.detach().float() * real_rows
+                        loss_sum = weighted if loss_sum is None else loss_sum.add_(weighted)
+                        rows += real_rows
+                    for callback in self._callbacks:
+                        callback.on_batch(self, batch, result.outputs, None, epoch, batch_number, is_training=False)
+                    for batch_callback in self._batch_callbacks:
+                        batch_callback(self, batch, result.outputs, None, epoch, batch_number, is_training=False)
+            validation_metrics = dict(self.model.get_metrics(reset=True))
+            if loss_sum is not None and rows:
+                validation_metrics["loss"] = loss_sum.item() / rows
+        finally:
+            if self._moving_average is not None:
+                self._moving_average.restore()
+                self.executor.copy_weights_to_device()
+            if self.validation_executor.is_attached and self.validation_executor is not self.executor:
+                # Give the device back to the training executor, which re-attaches on its next call.
+                self.validation_executor.detach()
+        self._metric_tracker.add_metrics(validation_metrics)
+        for callback in self._callbacks:
+            callback.on_evaluate(self, validation_metrics, epoch, self.optimizer_updates)
+        return validation_metrics
+
+    # -- weights and checkpoints -----------------------------------------------------------
+
+    def _save_best_weights(self) -> None:
+        self.executor.copy_weights_to_host()
+        if self._moving_average is not None:
+            self._moving_average.assign_average_value()
+        try:
+            save_weights(self.model.state_dict(), Path(self.serialization_dir) / BEST_WEIGHTS)  # type: ignore[arg-type]
+        finally:
+            if self._moving_average is not None:
+                self._moving_average.restore()
+
+    def _finalize_model(self) -> None:
+        best = self.get_best_weights_path()
+        if best is not None:
+            self.model.load_state_dict(load_weights(best))
+            self.executor.copy_weights_to_device()
+        elif self._moving_average is not None:
+            self.executor.copy_weights_to_host()
+            self._moving_average.assign_average_value()
+            self.executor.copy_weights_to_device()
+
+    @contextlib.contextmanager
+    def get_checkpoint_state(self) -> Iterator[Optional[TrainerCheckpoint]]:
+        """Raw weights (a moving average's shadows travel in the training state, so resuming is
+        exact) and every piece of training state, as plain containers and tensors."""
+        self.executor.copy_weights_to_host()
+        training_state: Dict[str, Any] = {
+            "version": TRAINING_STATE_VERSION,
+            "epochs_completed": self.epochs_completed,
+            "batches_in_epoch_completed": self.batches_in_epoch_completed,
+            "host_calls": self.host_calls,
+            "optimizer_updates": self.optimizer_updates,
+            "samples_seen": self.samples_seen,
+            "best_epoch": self._best_epoch,
+            "running_loss": None if self._running_loss is None else self._running_loss.detach().cpu().clone(),
+            "running_calls": self._running_calls,
+            "executor": self.executor.state_dict(),
+            "metric_tracker": self._metric_tracker.state_dict(),
+            "learning_rate_scheduler": self._learning_rate_scheduler.state_dict() if self._learning_rate_scheduler else None,
+            "momentum_scheduler": self._momentum_scheduler.state_dict() if self._momentum_scheduler else None,
+            "moving_average": self._moving_average.state_dict() if self._moving_average else None,
+            "callbacks": [callback.state_dict() for callback in self._callbacks],
+            "checkpointer": self._checkpointer.state_dict() if self._checkpointer is not None else None,
+            "data_loader": self.data_loader.state_dict() if hasattr(self.data_loader, "state_dict") else None,
+            "rng": {"python": _python_rng_state(), "numpy": _numpy_rng_state(), "torch": torch.get_rng_state()},
+        }
+        yield TrainerCheckpoint(self.model.state_dict(), training_state)
+
+    def _save_checkpoint(self) -> None:
+        assert self._checkpointer is not None
+        position = (self.epochs_completed, self.batches_in_epoch_completed)
+        if self._last_saved_position == position:
+            return
+        self._check_loss_before_saving()
+        paths = self._checkpointer.save_checkpoint(self)
+        self._last_saved_position = position
+        if paths is not None:
+            self._last_checkpoint = paths[0]
+            for callback in self._callbacks:
+                callback.on_save(self, paths)
+
+    def _stop_for_signal(self, signal_name: str) -> None:
+        if self._checkpointer is not None:
+            self._save_checkpoint()
+            where = f"A checkpoint was saved in {self.serialization_dir}"
+        else:
+            where = "No checkpointer is configured, so nothing was saved"
+        raise TrainingInterrupted(
+            f"Training was interrupted by {signal_name} after {self.optimizer_updates} optimizer updates "
+            f"(epoch {self.epochs_completed}, {self.batches_in_epoch_completed} host calls into it). {where}; "
+            f"resume with `ipuflow train CONFIG -s {self.serialization_dir} -r`."
+        )
+
+    def _restore_checkpoint(self) -> None:
+        if self._checkpointer is None:
+            return
+        checkpoint = self._checkpointer.load_checkpoint()
+        if checkpoint is None:
+            return
+        state = checkpoint.training_state
+        if state.get("version") != TRAINING_STATE_VERSION:
+            raise ConfigurationError(
+                f"The checkpoint in {self.serialization_dir} has training-state version {state.get('version')!r}; "
+                f"this ipuflow reads version {TRAINING_STATE_VERSION}"
+            )
+        try:
+            self.model.load_state_dict(checkpoint.model_state)
+            self.executor.copy_weights_to_device()
+            self.executor.load_state_dict(state["executor"])
+        except RuntimeError as error:
+            raise ConfigurationError(
+                f"Could not resume training from the checkpoint in {self.serialization_dir}: {error}. Did you mean "
+                "to use another serialization directory?"
+            ) from error
+        self._metric_tracker.load_state_dict(state["metric_tracker"])
+        for key, scheduler in (
+            ("learning_rate_scheduler", self._learning_rate_scheduler),
+            ("momentum_scheduler", self._momentum_scheduler),
+        ):
+            if scheduler is not None and state.get(key) is not None:
+                scheduler.load_state_dict(state[key])
+        if self._moving_average is not None and state.get("moving_average") is not None:
+            self._moving_average.load_state_dict(state["moving_average"])
+        for callback, callback_state in zip(self._callbacks, state.get("callbacks", [])):
+            callback.load_state_dict(callback_state)
+        if self._checkpointer is not None and state.get("checkpointer") is not None:
+            self._checkpointer.load_state_dict(state["checkpointer"])
+        if state.get("data_loader") is not None and hasattr(self.data_loader, "load_state_dict"):
+            self.data_loader.load_state_dict(state["data_loader"])
+        self.epochs_completed = state["epochs_completed"]
+        self.batches_in_epoch_completed = state["batches_in_epoch_completed"]
+        self.host_calls = state["host_calls"]
+        self.optimizer_updates = state["optimizer_updates"]
+        self.samples_seen = state["samples_seen"]
+        self._best_epoch = state["best_epoch"]
+        self._running_loss = state["running_loss"]
+        if self._running_loss is not None:
+            self._running_loss = self._running_loss.to(self.executor.device)
+        self._running_calls = state["running_calls"]
+        rng = state["rng"]
+        _set_python_rng_state(rng["python"])
+        _set_numpy_rng_state(rng["numpy"])
+        torch.set_rng_state(rng["torch"])
+        # The executor's RNG state (CUDA included) was restored by its load_state_dict above;
+        # the CPU generator's state is the same snapshot either way.
+        self.executor.set_optimizer(self.optimizer)  # type: ignore[arg-type]
+        self._last_saved_position = (self.epochs_completed, self.batches_in_epoch_completed)
+        self._last_checkpoint = self._checkpointer.find_latest_checkpoint()[0] if self._checkpointer.find_latest_checkpoint() else None
+        logger.info(
+            "Resumed from the checkpoint at epoch %d, host call %d (%d optimizer updates)",
+            self.epochs_completed,
+            self.batches_in_epoch_completed,
+            self.optimizer_updates,
+        )

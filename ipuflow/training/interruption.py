@@ -1,0 +1,49 @@
+"""Errors that end training early on purpose, and the signal handling that raises one."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from types import FrameType
+from typing import Any, Dict, Optional
+
+
+class TrainingInterrupted(RuntimeError):
+    """SIGINT or SIGTERM stopped training after a checkpoint was saved; the message says how to resume."""
+
+
+class NonFiniteLossError(RuntimeError):
+    """The training loss became NaN or infinite; the last good checkpoint is kept."""
+
+
+class InterruptListener:
+    """While active, turns SIGINT/SIGTERM into a flag the training loop checks after each host call.
+
+    A second signal while the first is being handled raises `KeyboardInterrupt` at once, so a stuck
+    run can still be killed. Handlers are installed only from the main thread and restored on exit.
+    """
+
+    def __init__(self) -> None:
+        self.signal_name: Optional[str] = None
+        self._previous: Dict[int, Any] = {}
+
+    @property
+    def interrupted(self) -> bool:
+        """Whether a signal arrived."""
+        return self.signal_name is not None
+
+    def _handle(self, signum: int, frame: Optional[FrameType]) -> None:
+        if self.signal_name is not None:
+            raise KeyboardInterrupt
+        self.signal_name = signal.Signals(signum).name
+
+    def __enter__(self) -> "InterruptListener":
+        if threading.current_thread() is threading.main_thread():
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+        self._previous = {}

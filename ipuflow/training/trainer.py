@@ -1,0 +1,32 @@
+"""The registrable `Trainer` base."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, ClassVar, Dict, Iterator, Optional
+
+from ipuflow.config import Registrable
+from ipuflow.training.checkpointer import TrainerCheckpoint
+
+
+class Trainer(Registrable):
+    """Trains a model and returns its final metrics; `gradient_descent` is the default."""
+
+    default_implementation: ClassVar[Optional[str]] = "gradient_descent"
+
+    def __init__(self, serialization_dir: Optional[str] = None) -> None:
+        self.serialization_dir = serialization_dir
+
+    def train(self) -> Dict[str, Any]:
+        """Train, and return the metrics (with the best weights loaded into the model)."""
+        raise NotImplementedError
+
+    @contextlib.contextmanager
+    def get_checkpoint_state(self) -> Iterator[Optional[TrainerCheckpoint]]:
+        """The model and training state to save, valid while the context is held (a moving
+        average or a device copy may be swapped in for that time); None when nothing is saved."""
+        yield None
+
+    def get_best_weights_path(self) -> Optional[str]:
+        """The file holding the best weights so far, if any."""
+        return None
