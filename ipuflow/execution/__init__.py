@@ -7,5 +7,6 @@ imported only when a poptorch executor is built.
 from ipuflow.execution.executor import Batch, StepExecutor, StepResult
 from ipuflow.execution.native import NativeExecutor
 from ipuflow.execution.options import BatchingPlan, ExecutionOptions
+from ipuflow.execution.poptorch import PoptorchExecutor
 
-__all__ = ["Batch", "BatchingPlan", "ExecutionOptions", "NativeExecutor", "StepExecutor", "StepResult"]
+__all__ = ["Batch", "BatchingPlan", "ExecutionOptions", "NativeExecutor", "PoptorchExecutor", "StepExecutor", "StepResult"]

@@ -12,7 +12,7 @@ from ipuflow.execution import StepExecutor
 
 
 def _backends() -> list:
-    backends = ["native"]
+    backends = ["native", "poptorch"]
     return backends
 
 

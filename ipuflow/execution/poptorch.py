@@ -1,0 +1,407 @@
+"""The poptorch step executor: the same contract on Graphcore IPUs, through poptorch's PoplarExecutor.
+
+poptorch is imported only when this executor is built. The options map to `poptorch.Options` as
+optimum-graphcore's `IPUConfig.to_options` maps them; the torch optimizer is converted to its
+`poptorch.optim` twin, and hyperparameters reach the device through `setOptimizer`.
+
+Written against poptorch 3.4's documented API and tested only through a stand-in module: no IPU
+hardware was available (docs/execution.md).
+"""
+
+from __future__ import annotations
+
+import importlib
+import warnings
+from types import ModuleType
+from typing import Any, Dict, List, Optional, Tuple
+
+import torch
+
+from ipuflow.config import ConfigurationError
+from ipuflow.execution.executor import Batch, StepExecutor, StepResult
+from ipuflow.execution.input_spec import InputSpec
+from ipuflow.execution.ipu_config import IpuPlacement, MatmulProportion, resolve_placements
+from ipuflow.execution.native import COMPILE_IGNORED_WARNING, require_optimizer_for
+from ipuflow.execution.options import ExecutionOptions
+from ipuflow.execution.rng import get_rng_states, set_rng_states
+from ipuflow.execution.step_outputs import find_loss
+
+_OPTIMIZERS = {torch.optim.SGD: "SGD", torch.optim.Adam: "Adam", torch.optim.AdamW: "AdamW", torch.optim.RMSprop: "RMSprop"}
+"""torch optimizers poptorch converts, by exact type (subclasses would lose their custom step)."""
+
+_OUTPUT_MODES = {"final": "Final", "all": "All", "sum": "Sum", "every_n": "EveryN"}
+
+
+def import_poptorch() -> ModuleType:
+    """poptorch, or a ConfigurationError saying where it comes from (any import failure counts)."""
+    try:
+        return importlib.import_module("poptorch")
+    except Exception as error:  # poptorch raises ImportError without an SDK, AssertionError on a torch mismatch
+        raise ConfigurationError(
+            "executor.type: 'poptorch' needs the poptorch package, which comes with Graphcore's Poplar SDK "
+            f"(it is not on PyPI); importing it failed: {type(error).__name__}: {error}. Activate the SDK "
+            "and install its poptorch wheel, or use the 'native' executor."
+        ) from error
+
+
+def _resolve_module(model: torch.nn.Module, path: str) -> Any:
+    target: Any = model
+    for part in path.split("."):
+        if not hasattr(target, part):
+            raise ConfigurationError(f"executor.pipeline_layers: the model has no {path!r} (no attribute {part!r}).")
+        target = getattr(target, part)
+    if not isinstance(target, (torch.nn.ModuleList, torch.nn.Sequential)):
+        raise ConfigurationError(f"executor.pipeline_layers: {path!r} is a {type(target).__name__}, expected a ModuleList or Sequential.")
+    return target
+
+
+@StepExecutor.register("poptorch")
+class PoptorchExecutor(StepExecutor):
+    """Runs the executor contract on IPUs with `poptorch.trainingModel`/`inferenceModel`.
+
+    IPU options (optimum-graphcore's IPUConfig names): `layers_per_ipu`, `ipus_per_replica`,
+    `matmul_proportion`, `enable_half_partials`, `optimizer_state_offchip`,
+    `replicated_tensor_sharding`, `executable_cache_dir`, `recompute_checkpoint_every_layer`,
+    `embedding_serialization_factor` and their ``inference_*`` twins. `pipeline_layers` is the dotted
+    path of the model's layer list (e.g. ``"encoder.layers"``) that `layers_per_ipu` places; it is
+    needed when a replica spans several IPUs or for per-layer recomputation checkpoints.
+    `precision: fp16` makes the model fp16 (as optimum does); IPUs have no bf16.
+    """
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        optimizer: Optional[torch.optim.Optimizer] = None,
+        training: bool = True,
+        device_iterations: int = 1,
+        gradient_accumulation: int = 1,
+        replication_factor: int = 1,
+        output_mode: Optional[str] = None,
+        output_period: int = 1,
+        precision: str = "fp32",
+        loss_scaling: Optional[float] = None,
+        auto_loss_scaling: bool = False,
+        max_grad_norm: Optional[float] = None,
+        seed: Optional[int] = None,
+        inference_device_iterations: Optional[int] = None,
+        inference_replication_factor: Optional[int] = None,
+        inference_output_mode: Optional[str] = None,
+        pipeline_layers: Optional[str] = None,
+        layers_per_ipu: Optional[List[int]] = None,
+        inference_layers_per_ipu: Optional[List[int]] = None,
+        ipus_per_replica: Optional[int] = None,
+        inference_ipus_per_replica: Optional[int] = None,
+        matmul_proportion: MatmulProportion = 0.2,
+        inference_matmul_proportion: Optional[MatmulProportion] = None,
+        enable_half_partials: bool = True,
+        optimizer_state_offchip: bool = False,
+        replicated_tensor_sharding: bool = False,
+        executable_cache_dir: str = "",
+        recompute_checkpoint_every_layer: bool = False,
+        embedding_serialization_factor: Optional[int] = None,
+        inference_embedding_serialization_factor: Optional[int] = None,
+    ) -> None:
+        self._arguments = {key: value for key, value in locals().items() if key not in ("self", "model", "optimizer", "training", "__class__")}
+        self._options = ExecutionOptions(
+            training=training,
+            device_iterations=device_iterations,
+            gradient_accumulation=gradient_accumulation,
+            replication_factor=replication_factor,
+            output_mode=output_mode,
+            output_period=output_period,
+            precision=precision,
+            loss_scaling=loss_scaling,
+            auto_loss_scaling=auto_loss_scaling,
+            max_grad_norm=max_grad_norm,
+            seed=seed,
+            inference_device_iterations=inference_device_iterations,
+            inference_replication_factor=inference_replication_factor,
+            inference_output_mode=inference_output_mode,
+        )
+        if precision == "bf16":
+            raise ConfigurationError("executor.precision: IPUs have no bf16; use 'fp16' or 'fp32' with the poptorch executor.")
+        require_optimizer_for(model, optimizer, training)
+        training_placement, inference_placement = resolve_placements(
+            layers_per_ipu, inference_layers_per_ipu, ipus_per_replica, inference_ipus_per_replica,
+            matmul_proportion, inference_matmul_proportion, embedding_serialization_factor,
+            inference_embedding_serialization_factor,
+        )
+        self._placement = training_placement if training else inference_placement
+        self._plan = self._options.plan
+        self._poptorch = import_poptorch()
+        self._model = model
+        self._layers = _resolve_module(model, pipeline_layers) if pipeline_layers else None
+        if self._layers is None and (self._placement.ipus_per_replica > 1 or recompute_checkpoint_every_layer):
+            raise ConfigurationError(
+                "executor.pipeline_layers: placing layers on several IPUs (ipus_per_replica > 1) or checkpointing "
+                "every layer needs the dotted path of the model's layer list, e.g. \"encoder.layers\"."
+            )
+        if self._layers is not None:
+            self._placement.layer_ipus(len(self._layers), "inference_layers_per_ipu" if not training else "layers_per_ipu")
+        self._host_optimizer = optimizer
+        self._device_optimizer = self._convert_optimizer(optimizer) if optimizer is not None else None
+        self._poptorch_options = self._build_options()
+        if precision == "fp16":
+            model.half()
+        model.train(training)  # poptorch copies the mode when wrapping; set it first
+        if training:
+            self._poplar = self._poptorch.trainingModel(model, options=self._poptorch_options, optimizer=self._device_optimizer)
+        else:
+            self._poplar = self._poptorch.inferenceModel(model, options=self._poptorch_options)
+        self._spec: Optional[InputSpec] = None
+        self._inference: Optional[PoptorchExecutor] = None
+        self._checkpoint_hooks: List[Any] = []
+
+    # -- poptorch options and optimizer ------------------------------------------------------------
+
+    def _build_options(self) -> Any:
+        """poptorch.Options for this mode, in the order optimum's IPUConfig.to_options sets them."""
+        poptorch, plan, options = self._poptorch, self._plan, self._options
+        arguments = self._arguments
+        opts = poptorch.Options()
+        opts.autoRoundNumIPUs(True)
+        opts.replicationFactor(plan.replication_factor)
+        opts.deviceIterations(plan.device_iterations)
+        if plan.training:
+            opts.Training.gradientAccumulation(plan.gradient_accumulation)
+            opts.Training.accumulationAndReplicationReductionType(poptorch.ReductionType.Mean)
+            if options.auto_loss_scaling:
+                opts.Training.setAutomaticLossScaling(True)
+        mode = getattr(poptorch.OutputMode, _OUTPUT_MODES[plan.output_mode])
+        if plan.output_mode == "every_n":
+            opts.outputMode(mode, plan.output_period)
+        else:
+            opts.outputMode(mode)
+        if options.seed is not None:
+            opts.randomSeed(options.seed)  # seed 0 included, unlike optimum
+        settings = poptorch.TensorLocationSettings().useOnChipStorage(not arguments["optimizer_state_offchip"])
+        settings = settings.useReplicatedTensorSharding(bool(arguments["replicated_tensor_sharding"]) and plan.replication_factor > 1)
+        opts.TensorLocations.setOptimizerLocation(settings)
+        strategy = poptorch.PipelinedExecution if plan.training else poptorch.ShardedExecution
+        opts.setExecutionStrategy(strategy(poptorch.AutoStage.AutoIncrement))
+        opts.setAvailableMemoryProportion({f"IPU{index}": value for index, value in enumerate(self._placement.matmul_proportion)})
+        cache = arguments["executable_cache_dir"]
+        if cache and cache != "disabled":
+            opts.enableExecutableCaching(cache)
+        if options.precision == "fp16":
+            opts.Precision.enableStochasticRounding(plan.training)
+        if arguments["enable_half_partials"]:
+            opts.Precision.setPartialsType(torch.half)
+        return opts
+
+    def _convert_optimizer(self, optimizer: torch.optim.Optimizer) -> Any:
+        """The `poptorch.optim` twin of a torch SGD/Adam/AdamW/RMSprop, with the same groups and state."""
+        name = _OPTIMIZERS.get(type(optimizer))
+        if name is None:
+            raise ConfigurationError(
+                f"trainer.optimizer: the poptorch executor converts torch SGD, Adam, AdamW and RMSprop to "
+                f"poptorch.optim, found {type(optimizer).__name__}."
+            )
+        extras: Dict[str, Any] = {}
+        if self._options.loss_scaling is not None:
+            extras["loss_scaling"] = self._options.loss_scaling
+        if self._options.max_grad_norm is not None:
+            if name == "RMSprop":
+                raise ConfigurationError("executor.max_grad_norm: poptorch's RMSprop has no gradient clipping; use SGD, Adam or AdamW.")
+            extras["max_grad_norm"] = self._options.max_grad_norm
+        groups = [{**{key: value for key, value in group.items() if key in _KEPT[name]}, "params": group["params"]} for group in optimizer.param_groups]
+        converted = getattr(self._poptorch.optim, name)(groups, lr=optimizer.defaults["lr"], **extras)
+        if optimizer.state:
+            converted.load_state_dict(optimizer.state_dict())
+        return converted
+
+    def _send_hyperparameters(self, optimizer: torch.optim.Optimizer) -> None:
+        """Copy the host optimizer's current hyperparameters into its poptorch twin."""
+        assert self._device_optimizer is not None
+        for device_group, group in zip(self._device_optimizer.param_groups, optimizer.param_groups):
+            for key in _KEPT[_OPTIMIZERS[type(optimizer)]]:
+                if key in group:
+                    device_group[key] = group[key]
+
+    # -- properties ---------------------------------------------------------------------------------
+
+    @property
+    def training(self) -> bool:
+        """Whether calls train (forward, backward, update) or only run forward."""
+        return self._plan.training
+
+    @property
+    def options(self) -> ExecutionOptions:
+        """The validated shared options."""
+        return self._options
+
+    @property
+    def poptorch_options(self) -> Any:
+        """The `poptorch.Options` this executor wrapped the model with."""
+        return self._poptorch_options
+
+    @property
+    def poplar_executor(self) -> Any:
+        """poptorch's PoplarExecutor."""
+        return self._poplar
+
+    @property
+    def batch_size_factor(self) -> int:
+        """Samples per host call divided by the micro-batch size."""
+        return self._plan.batch_size_factor
+
+    @property
+    def updates_per_call(self) -> int:
+        """Optimizer updates one training call performs (device_iterations); 0 in inference."""
+        return self._plan.device_iterations if self._plan.training else 0
+
+    @property
+    def device(self) -> torch.device:
+        """The host device: poptorch keeps the host copy of the weights on the CPU."""
+        return torch.device("cpu")
+
+    @property
+    def model(self) -> torch.nn.Module:
+        """The (host) model this executor runs."""
+        return self._model
+
+    def inference_executor(self) -> "PoptorchExecutor":
+        """An inference executor over the same model (built once), with the inference options."""
+        if not self.training:
+            return self
+        if self._inference is None:
+            arguments = dict(self._arguments)
+            arguments["seed"] = None
+            if arguments["precision"] == "fp16":
+                arguments["precision"] = "fp32"  # the model is already fp16; do not convert twice
+            self._inference = PoptorchExecutor(model=self._model, optimizer=None, training=False, **arguments)
+        return self._inference
+
+    # -- compile and call ----------------------------------------------------------------------------
+
+    def _place_layers(self) -> None:
+        """BeginBlock each layer on its IPU (and checkpoint every layer but the last if asked)."""
+        poptorch, layers = self._poptorch, self._layers
+        if layers is None:
+            return
+        poptorch.removeBlocks(self._model)
+        for hook in self._checkpoint_hooks:
+            hook.remove()
+        self._checkpoint_hooks = []
+        for index, (layer, ipu) in enumerate(zip(layers, self._placement.layer_ipus(len(layers)))):
+            poptorch.BeginBlock(layer, f"Layer{index}", ipu_id=ipu)
+            if self._arguments["recompute_checkpoint_every_layer"] and index < len(layers) - 1:
+                self._checkpoint_hooks.append(layer.register_forward_hook(_checkpoint_output(poptorch)))
+
+    def compile(self, sample_batch: Batch) -> None:
+        """Fix the input spec and compile the poptorch program for this combined batch."""
+        if self._spec is not None and self._poplar.isCompiled():
+            if self._spec.matches(sample_batch):
+                warnings.warn(COMPILE_IGNORED_WARNING, stacklevel=2)
+                return
+            raise ValueError(
+                "A poptorch executor holds one executable for one input signature; this batch differs "
+                "from the compiled one. Use a fixed max_length instead of length_buckets with poptorch."
+            )
+        self._spec = InputSpec(sample_batch, self._plan)
+        self._place_layers()
+        self._poplar.compile(**sample_batch)
+
+    def __call__(self, batch: Batch) -> StepResult:
+        """Run one host call on a combined batch of CPU tensors, compiling first if needed."""
+        spec = self._spec
+        if spec is None or not self._poplar.isCompiled():
+            self.compile(batch)
+            spec = self._spec
+            assert spec is not None
+        elif not spec.matches(batch):
+            spec.check(batch)
+        outputs = self._poplar(**batch)
+        if not isinstance(outputs, dict):
+            raise TypeError(f"The model's forward must return a dict of tensors, got {type(outputs).__name__}.")
+        loss = find_loss(outputs, training=False)
+        mean_loss = None if loss is None else (loss if loss.dim() == 0 else loss.float().mean())
+        return StepResult(outputs, mean_loss, self.updates_per_call, spec.combined_batch)
+
+    # -- poptorch's PoplarExecutor surface --------------------------------------------------------------
+
+    def set_optimizer(self, optimizer: torch.optim.Optimizer) -> None:
+        """Send the optimizer's hyperparameters to the device (poptorch's setOptimizer)."""
+        if not self.training:
+            raise RuntimeError("set_optimizer: an inference executor has no optimizer.")
+        if optimizer is not self._host_optimizer:
+            require_optimizer_for(self._model, optimizer, True)
+            self._host_optimizer = optimizer
+            self._device_optimizer = self._convert_optimizer(optimizer)
+        else:
+            self._send_hyperparameters(optimizer)
+        self._poplar.setOptimizer(self._device_optimizer)
+
+    def copy_weights_to_host(self) -> None:
+        """Read the device weights into the host model (nothing to do before compile)."""
+        if self._poplar.isCompiled():
+            self._poplar.copyWeightsToHost()
+
+    def copy_weights_to_device(self) -> None:
+        """Upload the host model's weights (nothing to do before compile: compile uploads them)."""
+        if self._poplar.isCompiled():
+            self._poplar.copyWeightsToDevice()
+
+    def attach(self) -> None:
+        """Acquire the IPUs again (poptorch's attachToDevice)."""
+        self._poplar.attachToDevice()
+
+    def detach(self) -> None:
+        """Release the IPUs (poptorch's detachFromDevice, which reads weights back in training)."""
+        self._poplar.detachFromDevice()
+
+    @property
+    def is_attached(self) -> bool:
+        """Whether the executor holds its IPUs."""
+        return bool(self._poplar.isAttachedToDevice())
+
+    @property
+    def is_compiled(self) -> bool:
+        """Whether the program is compiled (and not destroyed)."""
+        return bool(self._poplar.isCompiled())
+
+    def destroy(self) -> None:
+        """Copy weights to the host and free the executable and the IPUs."""
+        self._poplar.destroy()
+        self._spec = None
+
+    def state_dict(self) -> Dict[str, Any]:
+        """The optimizer state read back into the host torch optimizer, and torch RNG states."""
+        optimizer_state = None
+        if self._host_optimizer is not None and self._device_optimizer is not None:
+            device_state = self._device_optimizer.state_dict()  # poptorch reads this back from the device
+            if isinstance(device_state, dict) and "state" in device_state and "param_groups" in device_state:
+                host_state = self._host_optimizer.state_dict()
+                self._host_optimizer.load_state_dict({"state": device_state["state"], "param_groups": host_state["param_groups"]})
+                optimizer_state = self._host_optimizer.state_dict()
+            else:
+                optimizer_state = device_state
+        return {"optimizer": optimizer_state, "loss_scaler": {}, "rng": get_rng_states(torch.device("cpu"))}
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        """Restore the optimizer state (uploaded through setOptimizer) and the RNG states."""
+        if state.get("optimizer") is not None:
+            if self._host_optimizer is None:
+                raise ValueError("load_state_dict: the state holds optimizer state, but this executor has no optimizer.")
+            self._host_optimizer.load_state_dict(state["optimizer"])
+            self._device_optimizer = self._convert_optimizer(self._host_optimizer)
+            self._poplar.setOptimizer(self._device_optimizer)
+        set_rng_states(state.get("rng") or {})
+
+
+_KEPT: Dict[str, Tuple[str, ...]] = {
+    "SGD": ("lr", "momentum", "dampening", "weight_decay", "nesterov"),
+    "Adam": ("lr", "betas", "eps", "weight_decay"),
+    "AdamW": ("lr", "betas", "eps", "weight_decay"),
+    "RMSprop": ("lr", "alpha", "eps", "weight_decay", "momentum", "centered"),
+}
+"""The per-group hyperparameters each poptorch optimizer takes from its torch twin."""
+
+
+def _checkpoint_output(poptorch: ModuleType) -> Any:
+    def hook(module: torch.nn.Module, inputs: Any, output: Any) -> Any:
+        if isinstance(output, torch.Tensor):
+            return poptorch.recomputationCheckpoint(output)
+        return output
+
+    return hook

@@ -1,0 +1,612 @@
+"""A stand-in for the `poptorch` module, for tests only: tests put it in ``sys.modules["poptorch"]``.
+
+It implements what poptorch's documentation and sources describe (see
+shared/reference/poptorch-and-optimum-graphcore.md), on the CPU, written independently of the
+native executor so that the contract tests check one against the other:
+
+* `Options` records every setter call, and freezes once passed to a model or a DataLoader;
+* `trainingModel`/`inferenceModel` return a `PoplarExecutor` holding its own "device" copy of the
+  weights and optimizer state (host weights are stale until `copyWeightsToHost`), checking the
+  batch dimension, splitting ``[device_iteration][accumulation][replica][micro_batch]``, doing one
+  update per device iteration with Mean reduction, and returning outputs by output mode;
+* `optim.*` carry poptorch's extra attributes (`loss_scaling`, `max_grad_norm`, ...);
+* `DataLoader` batches by the combined batch size and drops the remainder by default.
+"""
+
+from __future__ import annotations
+
+import copy
+import enum
+import logging
+from typing import Any, Dict, List, Optional, Tuple
+
+import torch
+
+__version__ = "3.4.0+ipuflow-stand-in"
+
+logger = logging.getLogger("poptorch")
+NO_EXECUTABLE_ERR = "Model has not been compiled or has been destroyed."
+
+
+class OutputMode(enum.IntEnum):
+    Final = 0
+    EveryN = 1
+    All = 2
+    Sum = 3
+    Default = 4
+
+
+class ReductionType(enum.IntEnum):
+    Sum = 0
+    Mean = 1
+    NoReduction = 2
+
+
+class AutoStage(enum.IntEnum):
+    SameAsIpu = 0
+    AutoIncrement = 1
+
+
+class DataLoaderMode(enum.IntEnum):
+    Sync = 0
+    Async = 1
+    AsyncRebatched = 2
+
+
+class PipelinedExecution:
+    def __init__(self, *stages: Any) -> None:
+        self.stages = stages
+
+
+class ShardedExecution(PipelinedExecution):
+    pass
+
+
+class TensorLocationSettings:
+    def __init__(self) -> None:
+        self.on_chip: Optional[bool] = None
+        self.replicated_tensor_sharding: Optional[bool] = None
+
+    def useOnChipStorage(self, on_chip: bool = True) -> "TensorLocationSettings":
+        self.on_chip = on_chip
+        return self
+
+    def useReplicatedTensorSharding(self, enabled: bool = True) -> "TensorLocationSettings":
+        self.replicated_tensor_sharding = enabled
+        return self
+
+
+class _Recorder:
+    """Records setter calls on the owning Options; every setter raises once the options are frozen."""
+
+    def __init__(self, owner: "Options", prefix: str) -> None:
+        object.__setattr__(self, "_owner", owner)
+        object.__setattr__(self, "_prefix", prefix)
+
+    def _record(self, name: str, *args: Any) -> None:
+        if self._owner._frozen:
+            raise AttributeError(f"Can't modify frozen Options: {self._prefix}{name} was called after the options were used.")
+        self._owner.calls.append((self._prefix + name, args))
+
+
+class _Training(_Recorder):
+    def __init__(self, owner: "Options") -> None:
+        super().__init__(owner, "Training.")
+        object.__setattr__(self, "gradient_accumulation", 1)
+        object.__setattr__(self, "reduction_type", ReductionType.Mean)
+        object.__setattr__(self, "auto_loss_scaling", False)
+
+    def gradientAccumulation(self, steps: int) -> "_Training":
+        self._record("gradientAccumulation", steps)
+        object.__setattr__(self, "gradient_accumulation", steps)
+        return self
+
+    def accumulationAndReplicationReductionType(self, reduction: ReductionType) -> "_Training":
+        self._record("accumulationAndReplicationReductionType", reduction)
+        if reduction == ReductionType.NoReduction:
+            raise ValueError("NoReduction is not supported for accumulationAndReplicationReductionType")
+        object.__setattr__(self, "reduction_type", reduction)
+        return self
+
+    def setAutomaticLossScaling(self, enabled: bool) -> "_Training":
+        self._record("setAutomaticLossScaling", enabled)
+        object.__setattr__(self, "auto_loss_scaling", enabled)
+        return self
+
+
+class _Precision(_Recorder):
+    def __init__(self, owner: "Options") -> None:
+        super().__init__(owner, "Precision.")
+
+    def setPartialsType(self, dtype: torch.dtype) -> "_Precision":
+        self._record("setPartialsType", dtype)
+        return self
+
+    def enableStochasticRounding(self, enabled: bool) -> "_Precision":
+        self._record("enableStochasticRounding", enabled)
+        return self
+
+
+class _TensorLocations(_Recorder):
+    def __init__(self, owner: "Options") -> None:
+        super().__init__(owner, "TensorLocations.")
+
+    def setOptimizerLocation(self, settings: TensorLocationSettings) -> "_TensorLocations":
+        self._record("setOptimizerLocation", settings)
+        return self
+
+
+class Options:
+    """poptorch.Options: setters record themselves and raise after the options are used."""
+
+    def __init__(self) -> None:
+        self._frozen = False
+        self.calls: List[Tuple[str, tuple]] = []
+        self.device_iterations = 1
+        self.replication_factor = 1
+        self.output_mode = OutputMode.Default
+        self.output_return_period = 1
+        self.random_seed: Optional[int] = None
+        self.Training = _Training(self)
+        self.Precision = _Precision(self)
+        self.TensorLocations = _TensorLocations(self)
+
+    def _record(self, name: str, *args: Any) -> None:
+        if self._frozen:
+            raise AttributeError(f"Can't modify frozen Options: {name} was called after the options were used.")
+        self.calls.append((name, args))
+
+    def called(self, name: str) -> List[tuple]:
+        """The arguments of every call to setter `name` (a test helper)."""
+        return [args for call, args in self.calls if call == name]
+
+    def deviceIterations(self, count: int) -> "Options":
+        self._record("deviceIterations", count)
+        self.device_iterations = count
+        return self
+
+    def replicationFactor(self, count: int) -> "Options":
+        self._record("replicationFactor", count)
+        self.replication_factor = count
+        return self
+
+    def outputMode(self, mode: OutputMode, output_return_period: Optional[int] = None) -> "Options":
+        self._record("outputMode", mode, output_return_period)
+        self.output_mode = mode
+        self.output_return_period = output_return_period or 1
+        return self
+
+    def randomSeed(self, seed: int) -> "Options":
+        self._record("randomSeed", seed)
+        self.random_seed = seed
+        torch.manual_seed(seed)
+        return self
+
+    def autoRoundNumIPUs(self, enabled: bool) -> "Options":
+        self._record("autoRoundNumIPUs", enabled)
+        return self
+
+    def enableExecutableCaching(self, path: str) -> "Options":
+        self._record("enableExecutableCaching", path)
+        return self
+
+    def setAvailableMemoryProportion(self, proportions: Dict[str, float]) -> "Options":
+        self._record("setAvailableMemoryProportion", proportions)
+        return self
+
+    def setExecutionStrategy(self, strategy: PipelinedExecution) -> "Options":
+        self._record("setExecutionStrategy", strategy)
+        return self
+
+    def defaultOutputMode(self) -> bool:
+        return self.output_mode == OutputMode.Default
+
+    def clone(self) -> "Options":
+        cloned = copy.deepcopy(self)
+        return cloned
+
+    def __deepcopy__(self, memo: Dict[int, Any]) -> "Options":
+        cloned = Options()
+        cloned.calls = list(self.calls)
+        for key in ("device_iterations", "replication_factor", "output_mode", "output_return_period", "random_seed"):
+            setattr(cloned, key, getattr(self, key))
+        for key in ("gradient_accumulation", "reduction_type", "auto_loss_scaling"):
+            object.__setattr__(cloned.Training, key, getattr(self.Training, key))
+        return cloned
+
+
+# -- ops ----------------------------------------------------------------------------------------
+
+
+def identity_loss(x: torch.Tensor, reduction: str) -> torch.Tensor:
+    if reduction == "sum":
+        return x.sum()
+    if reduction == "mean":
+        return x.mean()
+    if reduction == "none":
+        return x.clone()
+    raise ValueError(f"identity_loss: unknown reduction {reduction!r}")
+
+
+def recomputationCheckpoint(*tensors: torch.Tensor) -> Any:
+    return tensors[0] if len(tensors) == 1 else tensors
+
+
+def set_available_memory(tensor: torch.Tensor, proportion: float) -> torch.Tensor:
+    return tensor
+
+
+def BeginBlock(module: torch.nn.Module, user_id: Optional[str] = None, ipu_id: Optional[int] = None) -> torch.nn.Module:
+    module.poptorch_block = (user_id, ipu_id)  # type: ignore[attr-defined]
+    return module
+
+
+def removeBlocks(module: torch.nn.Module) -> None:
+    for submodule in module.modules():
+        if hasattr(submodule, "poptorch_block"):
+            del submodule.poptorch_block
+
+
+class Block:
+    def __init__(self, user_id: Optional[str] = None, ipu_id: Optional[int] = None) -> None:
+        self.user_id, self.ipu_id = user_id, ipu_id
+
+    def __enter__(self) -> "Block":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+
+# -- optimizers -----------------------------------------------------------------------------------
+
+
+class optim:  # noqa: N801 (a namespace standing in for the poptorch.optim module)
+    """poptorch.optim: torch's maths plus poptorch's global attributes."""
+
+    class _Extras:
+        def _set_extras(self, loss_scaling: Optional[float], max_grad_norm: Optional[float], **ignored: Any) -> None:
+            self.loss_scaling = 1.0 if loss_scaling is None else loss_scaling
+            self.max_grad_norm = float("inf") if max_grad_norm is None else max_grad_norm
+            self.extra_attributes = ignored
+
+    class SGD(torch.optim.SGD, _Extras):
+        def __init__(self, params: Any, lr: float = 0.01, loss_scaling: Optional[float] = None, max_grad_norm: Optional[float] = None, velocity_scaling: Optional[float] = None, use_combined_accum: bool = False, accum_type: Any = None, velocity_accum_type: Any = None, **kwargs: Any) -> None:
+            super().__init__(params, lr=lr, **kwargs)
+            self._set_extras(loss_scaling, max_grad_norm, accum_type=accum_type)
+
+    class Adam(torch.optim.Adam, _Extras):
+        def __init__(self, params: Any, lr: float = 1e-3, loss_scaling: Optional[float] = None, max_grad_norm: Optional[float] = None, accum_type: Any = None, first_order_momentum_accum_type: Any = None, second_order_momentum_accum_type: Any = None, **kwargs: Any) -> None:
+            if kwargs.get("amsgrad"):
+                raise ValueError("poptorch.optim.Adam does not support amsgrad")
+            super().__init__(params, lr=lr, **kwargs)
+            self._set_extras(loss_scaling, max_grad_norm)
+
+    class AdamW(torch.optim.AdamW, _Extras):
+        def __init__(self, params: Any, lr: float = 1e-3, loss_scaling: Optional[float] = None, max_grad_norm: Optional[float] = None, bias_correction: bool = True, accum_type: Any = None, first_order_momentum_accum_type: Any = None, second_order_momentum_accum_type: Any = None, **kwargs: Any) -> None:
+            if not bias_correction:
+                raise NotImplementedError("the stand-in implements AdamW with bias correction only")
+            super().__init__(params, lr=lr, **kwargs)
+            self._set_extras(loss_scaling, max_grad_norm)
+
+    class RMSprop(torch.optim.RMSprop, _Extras):
+        def __init__(self, params: Any, lr: float = 0.01, loss_scaling: Optional[float] = None, use_tf_variant: bool = False, accum_type: Any = None, first_order_momentum_accum_type: Any = None, second_order_momentum_accum_type: Any = None, **kwargs: Any) -> None:
+            super().__init__(params, lr=lr, **kwargs)
+            self._set_extras(loss_scaling, None)
+
+    class LAMB(torch.optim.Optimizer, _Extras):
+        """LAMB (no torch counterpart): Adam directions scaled by the trust ratio ||w|| / ||update||."""
+
+        def __init__(self, params: Any, lr: float = 1e-3, betas: Tuple[float, float] = (0.9, 0.999), eps: float = 1e-8, weight_decay: float = 1e-2, bias_correction: bool = True, loss_scaling: Optional[float] = None, max_grad_norm: Optional[float] = None, max_weight_norm: Optional[float] = 65500.0, accum_type: Any = None, first_order_momentum_accum_type: Any = None, second_order_momentum_accum_type: Any = None) -> None:
+            super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, bias_correction=bias_correction, max_weight_norm=max_weight_norm))
+            self._set_extras(loss_scaling, max_grad_norm)
+
+        @torch.no_grad()
+        def step(self, closure: Any = None) -> None:
+            for group in self.param_groups:
+                beta1, beta2 = group["betas"]
+                for parameter in group["params"]:
+                    if parameter.grad is None:
+                        continue
+                    state = self.state[parameter]
+                    if not state:
+                        state["step"] = torch.zeros(())
+                        state["exp_avg"] = torch.zeros_like(parameter)
+                        state["exp_avg_sq"] = torch.zeros_like(parameter)
+                    state["step"] += 1
+                    state["exp_avg"].mul_(beta1).add_(parameter.grad, alpha=1 - beta1)
+                    state["exp_avg_sq"].mul_(beta2).addcmul_(parameter.grad, parameter.grad, value=1 - beta2)
+                    first, second = state["exp_avg"], state["exp_avg_sq"]
+                    if group["bias_correction"]:
+                        first = first / (1 - beta1 ** state["step"])
+                        second = second / (1 - beta2 ** state["step"])
+                    update = first / (second.sqrt() + group["eps"]) + group["weight_decay"] * parameter
+                    weight_norm = parameter.norm()
+                    if group["max_weight_norm"] is not None:
+                        weight_norm = weight_norm.clamp(max=group["max_weight_norm"])
+                    update_norm = update.norm()
+                    trust = torch.where((weight_norm > 0) & (update_norm > 0), weight_norm / update_norm, torch.ones(()))
+                    parameter.sub_(group["lr"] * trust * update)
+
+
+# -- the executor -----------------------------------------------------------------------------------
+
+
+def _find_loss(outputs: Any) -> torch.Tensor:
+    if isinstance(outputs, dict):
+        if "loss" in outputs:
+            return outputs["loss"]
+        for value in outputs.values():
+            if getattr(value, "_ipuflow_identity_loss", False):
+                return value
+    raise RuntimeError("Couldn't find a loss in graph!")
+
+
+class PoplarExecutor:
+    """A CPU emulation of poptorch's PoplarExecutor with separate "device" weights."""
+
+    def __init__(self, model: torch.nn.Module, options: Options, training: bool, optimizer: Optional[torch.optim.Optimizer]) -> None:
+        self._user_model = model
+        self._options = options
+        self._training = training
+        if options.defaultOutputMode():
+            options.outputMode(OutputMode.Final if training else OutputMode.All)
+        options._frozen = True
+        self._optimizer = optimizer
+        self._sent_hyperparameters: List[Dict[str, Any]] = []
+        self._device_model: Optional[torch.nn.Module] = None
+        self._device_optimizer: Optional[torch.optim.Optimizer] = None
+        self._input_spec: Optional[Dict[str, Tuple[torch.Size, torch.dtype]]] = None
+        self._attached = False
+        self._host_weights_version = -1
+        self.set_optimizer_calls = 0
+        if optimizer is not None:
+            self.setOptimizer(optimizer)
+
+    @property
+    def options(self) -> Options:
+        return self._options
+
+    @property
+    def model(self) -> torch.nn.Module:
+        return self._user_model
+
+    def _factor(self) -> int:
+        return self._options.device_iterations * self._options.replication_factor * self._options.Training.gradient_accumulation
+
+    def _narrow(self, key: str, tensor: torch.Tensor) -> Tuple[torch.Size, torch.dtype]:
+        factor = self._factor()
+        size = tensor.shape[0]
+        if size % factor != 0:
+            raise ValueError(
+                f"Invalid batch dimension: In the input {tuple(tensor.shape)}, the batch dimension ({size}) must be a "
+                f"multiple of Options.deviceIterations({self._options.device_iterations}) * "
+                f"Options.replicationFactor({self._options.replication_factor}) * "
+                f"Options.Training.gradientAccumulation({self._options.Training.gradient_accumulation}) = {factor}"
+            )
+        return tensor.shape, tensor.dtype
+
+    def compile(self, **inputs: torch.Tensor) -> None:
+        if self.isCompiled():
+            logger.warning("Call to compile() ignored: the executable is already compiled")
+            return
+        self._input_spec = {key: self._narrow(key, value) for key, value in inputs.items()}
+        self._device_model = copy.deepcopy(self._user_model)
+        self._device_model.train(self._training)
+        if self._training:
+            self._build_device_optimizer()
+        self._attached = True
+        self._host_weights_version = getattr(self._user_model, "_fake_host_weights_version", 0)
+
+    def _build_device_optimizer(self) -> None:
+        assert self._optimizer is not None and self._device_model is not None
+        host_parameters = {id(parameter): name for name, parameter in self._user_model.named_parameters()}
+        device_parameters = dict(self._device_model.named_parameters())
+        groups = [
+            {**hyper, "params": [device_parameters[host_parameters[id(parameter)]] for parameter in group["params"]]}
+            for group, hyper in zip(self._optimizer.param_groups, self._sent_hyperparameters)
+        ]
+        kind = type(self._optimizer)
+        extras = {"loss_scaling": self._optimizer.loss_scaling} if isinstance(self._optimizer, optim._Extras) else {}
+        if isinstance(self._optimizer, optim._Extras) and kind is not optim.RMSprop:
+            extras["max_grad_norm"] = None if self._optimizer.max_grad_norm == float("inf") else self._optimizer.max_grad_norm
+        device_optimizer = kind(groups, **extras)
+        device_optimizer.load_state_dict(torch.optim.Optimizer.state_dict(self._optimizer))
+        self._device_optimizer = device_optimizer
+
+    def isCompiled(self) -> bool:
+        return self._device_model is not None
+
+    def isAttachedToDevice(self) -> bool:
+        return self.isCompiled() and self._attached
+
+    def attachToDevice(self) -> None:
+        if not self.isCompiled():
+            raise RuntimeError(NO_EXECUTABLE_ERR)
+        if self._attached:
+            raise RuntimeError("Device is already attached")
+        self._attached = True
+        self.copyWeightsToDevice()
+
+    def detachFromDevice(self) -> None:
+        if not self.isCompiled():
+            raise RuntimeError(NO_EXECUTABLE_ERR)
+        if self._training:
+            self.copyWeightsToHost()
+        if not self._attached:
+            raise RuntimeError("Device is not attached")
+        self._attached = False
+
+    def copyWeightsToHost(self) -> None:
+        if not self.isCompiled():
+            raise RuntimeError(NO_EXECUTABLE_ERR)
+        assert self._device_model is not None
+        with torch.no_grad():
+            for host, device in zip(self._user_model.state_dict().values(), self._device_model.state_dict().values()):
+                host.copy_(device)
+        version = getattr(self._user_model, "_fake_host_weights_version", 0) + 1
+        self._user_model._fake_host_weights_version = version  # type: ignore[assignment]
+        self._host_weights_version = version
+        if self._device_optimizer is not None and self._optimizer is not None:
+            device_state = self._device_optimizer.state_dict()
+            host_state = torch.optim.Optimizer.state_dict(self._optimizer)
+            device_state["param_groups"] = host_state["param_groups"]
+            torch.optim.Optimizer.load_state_dict(self._optimizer, device_state)
+
+    def copyWeightsToDevice(self) -> None:
+        if not self.isCompiled():
+            raise RuntimeError(NO_EXECUTABLE_ERR)
+        assert self._device_model is not None
+        self._device_model.load_state_dict(self._user_model.state_dict())
+        self._host_weights_version = getattr(self._user_model, "_fake_host_weights_version", 0)
+
+    def setOptimizer(self, optimizer: torch.optim.Optimizer) -> None:
+        if not self._training:
+            raise RuntimeError("setOptimizer: not a training model")
+        self.set_optimizer_calls += 1
+        replaced = optimizer is not self._optimizer
+        self._optimizer = optimizer
+        self._sent_hyperparameters = [
+            {key: copy.deepcopy(value) for key, value in group.items() if key != "params"} for group in optimizer.param_groups
+        ]
+        if self.isCompiled():
+            if replaced:
+                self._build_device_optimizer()
+            else:
+                assert self._device_optimizer is not None
+                for group, hyper in zip(self._device_optimizer.param_groups, self._sent_hyperparameters):
+                    group.update(copy.deepcopy(hyper))
+
+    def destroy(self) -> None:
+        if not self.isCompiled():
+            return
+        if self._training:
+            self.copyWeightsToHost()
+            self._user_model._fake_poptorch_wrapped = False  # type: ignore[assignment]
+        self._device_model = None
+        self._device_optimizer = None
+        self._input_spec = None
+        self._attached = False
+
+    def __call__(self, **inputs: torch.Tensor) -> Dict[str, torch.Tensor]:
+        if not self.isCompiled():
+            self.compile(**inputs)
+        if not self._attached:
+            self.attachToDevice()
+        assert self._input_spec is not None and self._device_model is not None
+        for key, value in inputs.items():
+            shape, dtype = self._narrow(key, value)
+            expected = self._input_spec.get(key)
+            if expected is None or expected[0] != shape:
+                raise ValueError(f"Shape mismatch for {key}: expected {expected and expected[0]} but got {shape}")
+            if expected[1] != dtype:
+                raise ValueError(f"Data type mismatch for {key}: expected {expected[1]} but got {dtype}")
+        if inputs.keys() != self._input_spec.keys():
+            raise ValueError("Number of arguments mismatch")
+        if not self._training and self._host_weights_version != getattr(self._user_model, "_fake_host_weights_version", 0):
+            self.copyWeightsToDevice()  # the training model moved the weights on; pick them up
+        return self._run(inputs)
+
+    def _run(self, inputs: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+        options = self._options
+        di, r = options.device_iterations, options.replication_factor
+        ga = options.Training.gradient_accumulation if self._training else 1
+        micro = next(iter(inputs.values())).shape[0] // (di * ga * r)
+        # [device_iteration][accumulation][replica][micro_batch]
+        chunks = {key: value.reshape(di, ga, r, micro, *value.shape[1:]) for key, value in inputs.items()}
+        model = self._device_model
+        assert model is not None
+        per_replica: List[List[Dict[str, torch.Tensor]]] = [[] for _ in range(r)]
+        for d in range(di):
+            if self._training:
+                assert self._device_optimizer is not None
+                self._device_optimizer.zero_grad()
+            for g in range(ga):
+                for replica in range(r):
+                    micro_inputs = {key: value[d, g, replica] for key, value in chunks.items()}
+                    if self._training:
+                        outputs = model(**micro_inputs)
+                        loss = _find_loss(outputs)
+                        scale = getattr(self._device_optimizer, "loss_scaling", 1.0)
+                        (loss * scale / (ga * r)).backward()
+                    else:
+                        with torch.no_grad():
+                            outputs = model(**micro_inputs)
+                    per_replica[replica].append({key: value.detach() for key, value in outputs.items()})
+            if self._training:
+                self._update()
+        return self._reduce(per_replica)
+
+    def _update(self) -> None:
+        optimizer = self._device_optimizer
+        assert optimizer is not None
+        parameters = [p for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
+        scale = getattr(optimizer, "loss_scaling", 1.0)
+        for parameter in parameters:
+            parameter.grad.div_(scale)
+        max_norm = getattr(optimizer, "max_grad_norm", float("inf"))
+        if max_norm != float("inf"):
+            torch.nn.utils.clip_grad_norm_(parameters, max_norm)
+        optimizer.step()
+
+    def _reduce(self, per_replica: List[List[Dict[str, torch.Tensor]]]) -> Dict[str, torch.Tensor]:
+        mode = self._options.output_mode
+        steps = len(per_replica[0])
+        if mode == OutputMode.Final:
+            indices = [steps - 1]
+        elif mode == OutputMode.EveryN:
+            period = self._options.output_return_period
+            indices = [index for index in range(steps) if (index + 1) % period == 0]
+        else:
+            indices = list(range(steps))
+        if mode == OutputMode.Sum:
+            summed = []
+            for outputs in per_replica:
+                summed.append({key: torch.stack([entry[key] for entry in outputs]).sum(0) for key in outputs[0]})
+            ordered = summed
+        else:
+            ordered = [per_replica[replica][index] for index in indices for replica in range(len(per_replica))]
+        result = {}
+        for key in ordered[0]:
+            values = [entry[key] for entry in ordered]
+            if len(values) == 1:
+                result[key] = values[0]
+            elif values[0].dim() == 0:
+                result[key] = torch.stack(values)
+            else:
+                result[key] = torch.cat(values)
+        return result
+
+
+def trainingModel(model: torch.nn.Module, options: Optional[Options] = None, optimizer: Optional[torch.optim.Optimizer] = None) -> PoplarExecutor:
+    if getattr(model, "_fake_poptorch_wrapped", False):
+        raise RuntimeError("Model has already been wrapped in 'poptorch.trainingModel'. Call model.destroy() on the model wrapper before wrapping again.")
+    model._fake_poptorch_wrapped = True  # type: ignore[assignment]
+    if optimizer is None:
+        optimizer = optim.SGD(model.parameters(), lr=0.01)
+    return PoplarExecutor(model, options or Options(), True, optimizer)
+
+
+def inferenceModel(model: torch.nn.Module, options: Optional[Options] = None) -> PoplarExecutor:
+    options = options or Options()
+    if options.Training.gradient_accumulation != 1:
+        raise ValueError(
+            "You must set poptorch.Options().Training.gradientAccumulation to 1 or use the default value of 1 "
+            "for inference models."
+        )
+    return PoplarExecutor(model, options, False, None)
+
+
+class DataLoader(torch.utils.data.DataLoader):
+    """poptorch.DataLoader: batches of the combined size; drop_last defaults to True."""
+
+    def __init__(self, options: Options, dataset: Any, batch_size: int = 1, shuffle: Optional[bool] = None, num_workers: int = 0, drop_last: bool = True, **kwargs: Any) -> None:
+        options._frozen = True
+        self.combinedBatchSize = batch_size * options.device_iterations * options.replication_factor * options.Training.gradient_accumulation
+        if not drop_last and len(dataset) % self.combinedBatchSize:
+            logger.warning(
+                "The number of elements in the dataset (%d) is not divisible by the number of elements processed per "
+                "step (%d) and drop_last=False. Last incomplete batch of size %d will be used.",
+                len(dataset), self.combinedBatchSize, len(dataset) % self.combinedBatchSize,
+            )
+        super().__init__(dataset, batch_size=self.combinedBatchSize, shuffle=bool(shuffle), num_workers=num_workers, drop_last=drop_last, **kwargs)
