@@ -78,9 +78,12 @@ class CombinedLearningRateScheduler(LearningRateScheduler):
     def step(self, metric: Optional[float] = None) -> None:
         self.last_epoch += 1
         self.metric = metric
-        if self._current is not None:
+        found = self._span_of_epoch(self.last_epoch + 1)
+        if self._current is not None and found is not None and found[0] == self._current_index:
             self._current.step(metric)
-        self._update_current(self.last_epoch + 1)
+        else:
+            # A span ended: the next scheduler starts from the lr reached (or the lr stays there).
+            self._update_current(self.last_epoch + 1)
 
     def step_batch(self, update_number: int) -> None:
         if self._current is not None and self.num_steps_per_epoch is not None:

@@ -1,0 +1,84 @@
+import contextlib
+import os
+
+import torch
+
+from ipuflow.config import Params
+from ipuflow.training import Checkpointer, TrainerCheckpoint
+from ipuflow.training.trainer import Trainer
+
+
+class PositionOnlyTrainer(Trainer):
+    """A Trainer whose checkpoint state is a position and a weight; GradientDescentTrainer checkpoints are tested in test_trainer.py."""
+
+    def __init__(self) -> None:
+        super().__init__(None)
+        self.epochs, self.batches = 0, 0
+        self.weight = torch.zeros(2, 2)
+
+    @contextlib.contextmanager
+    def get_checkpoint_state(self):
+        yield TrainerCheckpoint(
+            {"weight": self.weight, "tied": self.weight},
+            {"epochs_completed": self.epochs, "batches_in_epoch_completed": self.batches, "step": torch.tensor(3)},
+        )
+
+
+def save_at(checkpointer, trainer, epochs, batches):
+    trainer.epochs, trainer.batches = epochs, batches
+    trainer.weight = torch.full((2, 2), float(epochs * 10 + batches))
+    return checkpointer.save_checkpoint(trainer)
+
+
+def test_files_named_by_position_and_retention_by_count(tmp_path):
+    checkpointer = Checkpointer.from_params(Params({"keep_most_recent_by_count": 3}), serialization_dir=str(tmp_path))
+    trainer = PositionOnlyTrainer()
+    for epoch in range(1, 6):
+        save_at(checkpointer, trainer, epoch, 0)
+    assert sorted(os.listdir(tmp_path)) == sorted(
+        [f"model_state_e{e}_b0.safetensors" for e in (3, 4, 5)] + [f"training_state_e{e}_b0.pt" for e in (3, 4, 5)]
+    )
+    loaded = checkpointer.load_checkpoint()
+    assert torch.equal(loaded.model_state["weight"], torch.full((2, 2), 50.0))
+    assert torch.equal(loaded.model_state["tied"], torch.full((2, 2), 50.0))
+    assert loaded.training_state["epochs_completed"] == 5
+
+
+def test_keep_zero_and_keep_all(tmp_path):
+    checkpointer = Checkpointer(str(tmp_path / "zero"), keep_most_recent_by_count=0)
+    save_at(checkpointer, PositionOnlyTrainer(), 1, 0)
+    assert os.listdir(tmp_path / "zero") == []
+    checkpointer = Checkpointer(str(tmp_path / "all"), keep_most_recent_by_count=None)
+    trainer = PositionOnlyTrainer()
+    for batches in range(1, 5):
+        save_at(checkpointer, trainer, 0, batches)
+    assert len(checkpointer.all_checkpoints()) == 4
+
+
+def test_training_state_loads_with_weights_only(tmp_path):
+    checkpointer = Checkpointer(str(tmp_path))
+    _, training_path = save_at(checkpointer, PositionOnlyTrainer(), 2, 7)
+    assert training_path.name == "training_state_e2_b7.pt"
+    state = torch.load(training_path, weights_only=True)
+    assert state["batches_in_epoch_completed"] == 7
+    assert not [name for name in os.listdir(tmp_path) if name.endswith(".tmp")]
+
+
+def test_a_corrupt_latest_checkpoint_falls_back_to_the_previous(tmp_path, caplog):
+    checkpointer = Checkpointer(str(tmp_path))
+    trainer = PositionOnlyTrainer()
+    save_at(checkpointer, trainer, 1, 0)
+    model_path, _ = save_at(checkpointer, trainer, 1, 5)
+    model_path.write_bytes(model_path.read_bytes()[:20])  # truncated
+    loaded = checkpointer.load_checkpoint()
+    assert loaded.training_state["batches_in_epoch_completed"] == 0
+    assert "model_state_e1_b5.safetensors" in caplog.text
+
+
+def test_interval_rules():
+    checkpointer = Checkpointer("unused", save_completed_epochs=False, save_every_num_batches=3)
+    assert not checkpointer.should_save(1, 0)
+    assert not checkpointer.should_save(0, 2)
+    assert checkpointer.should_save(0, 3)
+    checkpointer = Checkpointer("unused", save_every_num_seconds=1e-9)
+    assert checkpointer.should_save(0, 1)
