@@ -172,3 +172,12 @@ def test_the_loader_feeds_an_executor_with_its_batch_size_factor():
     results = [executor(batch) for batch in loader]
     assert len(results) == len(loader) == 3
     assert sum(result.optimizer_updates for result in results) == 6
+
+
+def test_built_from_config_with_the_instances_injected():
+    from ipuflow.config import Params
+
+    loader = DataLoader.from_params(Params({"batch_size": 2, "length_buckets": [4, 8], "shuffle": True}), instances=text_instances(9))
+    assert isinstance(loader, FixedShapeDataLoader) and len(loader) == 4 and loader.length_buckets == [4, 8]
+    with pytest.raises(ConfigurationError, match="batch_size"):
+        DataLoader.from_params(Params({"batch_size": 0}), instances=text_instances(3))

@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ipuflow.config import ConfigurationError
+from typing import Optional
+
+from ipuflow.config import ConfigurationError, FromParams, Lazy, Params
 from ipuflow.execution import NativeExecutor, StepExecutor
 from ipuflow.execution.precision import LossScaler
 from tests.execution.executor_test_models import Regression, regression_batch
@@ -171,3 +173,19 @@ def test_cuda_fp16_dynamic_loss_scaling_runs():
     result = executor(regression_batch(4))
     assert torch.isfinite(result.loss).item()
     assert executor.state_dict()["rng"]["cuda"]
+
+
+class ExecutorHolder(FromParams):
+    """Takes an executor config the way the trainer does, as Lazy[StepExecutor]."""
+
+    def __init__(self, executor: Optional[Lazy[StepExecutor]] = None) -> None:
+        self.executor = executor
+
+
+def test_built_from_config_as_lazy_with_the_model_and_optimizer_injected():
+    holder = ExecutorHolder.from_params(Params({"executor": {"device": "cpu", "device_iterations": 2, "compile": {"mode": "default"}}}))
+    model = Regression()
+    executor = holder.executor.construct(model=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1))
+    assert isinstance(executor, NativeExecutor) and executor.batch_size_factor == 2
+    with pytest.raises(ConfigurationError, match="device_iteration"):
+        StepExecutor.from_params(Params({"device_iteration": 2}), model=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1))

@@ -1,0 +1,229 @@
+"""poptorch-only behaviour, against the stand-in module: option mapping, optimizers, IPU options."""
+
+from __future__ import annotations
+
+import builtins
+import sys
+
+import pytest
+import torch
+
+from ipuflow.config import ConfigurationError, Params
+from ipuflow.execution import PoptorchExecutor, StepExecutor
+from ipuflow.execution.ipu_config import resolve_placements
+from tests.execution import fake_poptorch
+from tests.execution.executor_test_models import Regression, regression_batch
+
+
+@pytest.fixture(autouse=True)
+def stand_in(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "poptorch", fake_poptorch)
+
+
+class Stack(torch.nn.Module):
+    """Four linear layers in a ModuleList, for placement tests."""
+
+    def __init__(self, layers: int = 4) -> None:
+        super().__init__()
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(4, 4) for _ in range(layers))
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> dict:
+        for layer in self.layers:
+            x = layer(x)
+        return {"out": x, "loss": torch.nn.functional.mse_loss(x, y.expand_as(x))}
+
+
+def test_poptorch_missing_is_a_configuration_error_naming_the_sdk(monkeypatch):
+    monkeypatch.delitem(sys.modules, "poptorch")
+    real_import = builtins.__import__
+
+    def failing(name, *args, **kwargs):
+        if name == "poptorch":
+            raise ImportError("Unable to import PopTorch without an active Poplar SDK")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", failing)
+    model = Regression()
+    with pytest.raises(ConfigurationError, match="Poplar SDK"):
+        PoptorchExecutor(model, torch.optim.SGD(model.parameters(), lr=0.1))
+
+
+def test_importing_the_execution_package_does_not_import_poptorch():
+    import subprocess
+
+    code = "import sys, ipuflow.execution; assert 'poptorch' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=str(__import__("pathlib").Path(__file__).resolve().parents[2]))
+
+
+def test_training_options_map_as_ipuconfig_to_options_does():
+    model = Regression()
+    executor = PoptorchExecutor(
+        model, torch.optim.SGD(model.parameters(), lr=0.1), device_iterations=4, gradient_accumulation=8,
+        replication_factor=2, seed=0, executable_cache_dir="/tmp/cache", matmul_proportion=0.3,
+        optimizer_state_offchip=True, replicated_tensor_sharding=True, auto_loss_scaling=True, precision="fp16",
+    )
+    options = executor.poptorch_options
+    assert options.called("deviceIterations") == [(4,)]
+    assert options.called("replicationFactor") == [(2,)]
+    assert options.called("Training.gradientAccumulation") == [(8,)]
+    assert options.called("Training.accumulationAndReplicationReductionType") == [(fake_poptorch.ReductionType.Mean,)]
+    assert options.called("Training.setAutomaticLossScaling") == [(True,)]
+    assert options.called("outputMode") == [(fake_poptorch.OutputMode.Final, None)]
+    assert options.called("randomSeed") == [(0,)]  # seed 0 is a seed
+    assert options.called("enableExecutableCaching") == [("/tmp/cache",)]
+    assert options.called("setAvailableMemoryProportion") == [({"IPU0": 0.3},)]
+    assert options.called("Precision.setPartialsType") == [(torch.half,)]
+    assert options.called("Precision.enableStochasticRounding") == [(True,)]
+    (settings,) = options.called("TensorLocations.setOptimizerLocation")[0]
+    assert settings.on_chip is False and settings.replicated_tensor_sharding is True
+    (strategy,) = options.called("setExecutionStrategy")[0]
+    assert type(strategy) is fake_poptorch.PipelinedExecution and strategy.stages == (fake_poptorch.AutoStage.AutoIncrement,)
+    assert model.linear.weight.dtype == torch.float16  # fp16 on IPU is a half model, as in optimum
+    with pytest.raises(AttributeError, match="frozen"):
+        options.deviceIterations(2)  # options are frozen once used, as poptorch's
+
+
+def test_inference_options_use_the_inference_twins_sharded_execution_and_no_accumulation():
+    model = Regression()
+    executor = PoptorchExecutor(model, torch.optim.SGD(model.parameters(), lr=0.1), gradient_accumulation=4, inference_device_iterations=5, inference_replication_factor=3, replicated_tensor_sharding=True)
+    options = executor.inference_executor().poptorch_options
+    assert options.called("deviceIterations") == [(5,)]
+    assert options.called("replicationFactor") == [(3,)]
+    assert options.called("Training.gradientAccumulation") == []
+    assert options.called("outputMode") == [(fake_poptorch.OutputMode.All, None)]
+    assert options.called("Precision.enableStochasticRounding") == []
+    (strategy,) = options.called("setExecutionStrategy")[0]
+    assert type(strategy) is fake_poptorch.ShardedExecution
+    assert executor.inference_executor().batch_size_factor == 15
+
+
+def test_every_n_passes_the_period():
+    model = Regression()
+    executor = PoptorchExecutor(model, torch.optim.SGD(model.parameters(), lr=0.1), device_iterations=4, output_mode="every_n", output_period=2)
+    assert executor.poptorch_options.called("outputMode") == [(fake_poptorch.OutputMode.EveryN, 2)]
+
+
+@pytest.mark.parametrize("optimizer_class, poptorch_name", [(torch.optim.SGD, "SGD"), (torch.optim.Adam, "Adam"), (torch.optim.AdamW, "AdamW"), (torch.optim.RMSprop, "RMSprop")])
+def test_torch_optimizers_convert_to_poptorch_optim_keeping_hyperparameters(optimizer_class, poptorch_name):
+    model = Regression()
+    optimizer = optimizer_class([{"params": [model.linear.weight], "lr": 0.3}, {"params": [model.linear.bias], "weight_decay": 0.0}], lr=0.01)
+    executor = PoptorchExecutor(model, optimizer, loss_scaling=128.0)
+    device_optimizer = executor._device_optimizer
+    assert type(device_optimizer) is getattr(fake_poptorch.optim, poptorch_name)
+    assert device_optimizer.loss_scaling == 128.0
+    assert [group["lr"] for group in device_optimizer.param_groups] == [0.3, 0.01]
+    if "betas" in optimizer.defaults:
+        assert device_optimizer.param_groups[0]["betas"] == optimizer.param_groups[0]["betas"]
+
+
+def test_set_optimizer_sends_the_new_learning_rate_through_setoptimizer():
+    model = Regression()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    executor = PoptorchExecutor(model, optimizer)
+    calls = executor.poplar_executor.set_optimizer_calls
+    optimizer.param_groups[0]["lr"] = 0.05
+    executor.set_optimizer(optimizer)
+    assert executor.poplar_executor.set_optimizer_calls == calls + 1
+    assert executor._device_optimizer.param_groups[0]["lr"] == 0.05
+
+
+def test_an_unsupported_optimizer_is_a_configuration_error():
+    model = Regression()
+    with pytest.raises(ConfigurationError, match="Adagrad"):
+        PoptorchExecutor(model, torch.optim.Adagrad(model.parameters(), lr=0.1))
+
+
+def test_bf16_is_rejected_on_ipus():
+    model = Regression()
+    with pytest.raises(ConfigurationError, match="executor.precision"):
+        PoptorchExecutor(model, torch.optim.SGD(model.parameters(), lr=0.1), precision="bf16")
+
+
+def test_wrapping_the_same_model_twice_without_destroy_is_poptorchs_error():
+    model = Regression()
+    first = PoptorchExecutor(model, torch.optim.SGD(model.parameters(), lr=0.1))
+    with pytest.raises(RuntimeError, match="already been wrapped"):
+        PoptorchExecutor(model, torch.optim.SGD(model.parameters(), lr=0.1))
+    first(regression_batch(2))
+    first.destroy()
+    PoptorchExecutor(model, torch.optim.SGD(model.parameters(), lr=0.1))
+
+
+def test_layers_are_placed_with_begin_block_from_layers_per_ipu():
+    model = Stack(layers=6)
+    executor = PoptorchExecutor(model, torch.optim.SGD(model.parameters(), lr=0.1), pipeline_layers="layers", layers_per_ipu=[-1, 2], gradient_accumulation=3, recompute_checkpoint_every_layer=True, matmul_proportion=[0.1, 0.2])
+    executor.compile({"x": torch.randn(3, 4), "y": torch.randn(3, 4)})
+    assert [layer.poptorch_block for layer in model.layers] == [("Layer0", 0), ("Layer1", 0), ("Layer2", 0), ("Layer3", 0), ("Layer4", 1), ("Layer5", 1)]
+    assert executor.poptorch_options.called("setAvailableMemoryProportion") == [({"IPU0": 0.1, "IPU1": 0.2},)]
+    assert len(executor._checkpoint_hooks) == 5
+
+
+def test_several_ipus_without_pipeline_layers_is_a_configuration_error():
+    model = Stack()
+    with pytest.raises(ConfigurationError, match="executor.pipeline_layers"):
+        PoptorchExecutor(model, torch.optim.SGD(model.parameters(), lr=0.1), layers_per_ipu=[2, 2])
+
+
+@pytest.mark.parametrize(
+    "layers_per_ipu, ipus, layers, expected",
+    [([1, 2], None, 3, [0, 1, 1]), ([-1], None, 9, [0] * 9), ([-1], 2, 7, [0, 0, 0, 1, 1, 1, 1]), ([2, -1], None, 6, [0, 0, 1, 1, 1, 1]),
+     ([-1, 2], None, 6, [0, 0, 0, 0, 1, 1]), ([-1, 2, -1, 2], None, 7, [0, 1, 1, 2, 2, 3, 3])],
+)
+def test_layer_placement_matches_ipuconfig(layers_per_ipu, ipus, layers, expected):
+    placement, _ = resolve_placements(layers_per_ipu, None, ipus, None, 0.2, None, None, None)
+    assert placement.layer_ipus(layers) == expected
+
+
+@pytest.mark.parametrize("layers", [2, 4])
+def test_a_layer_count_that_does_not_fit_is_a_configuration_error(layers):
+    placement, _ = resolve_placements([1, 2], None, None, None, 0.2, None, None, None)
+    with pytest.raises(ConfigurationError, match="correct number of layers"):
+        placement.layer_ipus(layers)
+
+
+def test_inference_defaults_follow_ipuconfig():
+    training, inference = resolve_placements([1, 2, 3], None, None, None, 0.2, None, None, None)
+    assert training.ipus_per_replica == 3 and inference.ipus_per_replica == 3
+    _, inference = resolve_placements(None, None, 10, None, 0.2, None, None, None)
+    assert inference.ipus_per_replica == 10
+    _, inference = resolve_placements(None, [1, 2, 3], 10, None, 0.2, None, None, None)
+    assert inference.ipus_per_replica == 3
+    _, inference = resolve_placements([1, 2, 3, 4], [3, 7], None, None, [0.1, 0.2, 0.3, 0.4], None, None, None)
+    assert inference.matmul_proportion == [0.2, 0.2]
+
+
+@pytest.mark.parametrize(
+    "kwargs, key",
+    [
+        ({"matmul_proportion": [0.1, 0.2, 0.3, 0.4, 0.5], "layers_per_ipu": [1, 1, 1, 1]}, "executor.matmul_proportion"),
+        ({"layers_per_ipu": [1, 2, 3], "ipus_per_replica": 2}, "executor.layers_per_ipu"),
+        ({"layers_per_ipu": [-2]}, "executor.layers_per_ipu"),
+        ({"ipus_per_replica": 0}, "executor.ipus_per_replica"),
+        ({"embedding_serialization_factor": 0}, "executor.embedding_serialization_factor"),
+        ({"embedding_serialization_factor": 2}, "executor.embedding_serialization_factor"),
+        ({"replication_factor": 0}, "executor.replication_factor"),
+        ({"output_mode": "invalid"}, "executor.output_mode"),
+    ],
+)
+def test_ipu_options_are_validated_as_ipuconfig_validates_them(kwargs, key):
+    model = Stack()
+    with pytest.raises(ConfigurationError, match=key):
+        PoptorchExecutor(model, torch.optim.SGD(model.parameters(), lr=0.1), pipeline_layers="layers", **kwargs)
+
+
+def test_built_from_config_with_the_model_and_optimizer_injected():
+    model = Stack()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    executor = StepExecutor.from_params(
+        Params({"type": "poptorch", "device_iterations": 2, "layers_per_ipu": [2, 2], "pipeline_layers": "layers", "gradient_accumulation": 3}),
+        model=model, optimizer=optimizer, serialization_dir="unused",
+    )
+    assert isinstance(executor, PoptorchExecutor) and executor.batch_size_factor == 6
+
+
+def test_the_stand_in_dataloader_combines_batches_and_drops_the_remainder():
+    options = fake_poptorch.Options().deviceIterations(4)
+    loader = fake_poptorch.DataLoader(options, torch.utils.data.TensorDataset(torch.arange(100)), batch_size=1)
+    assert len(loader) == 25 and next(iter(loader))[0].tolist() == [0, 1, 2, 3]
+    loader = fake_poptorch.DataLoader(fake_poptorch.Options().replicationFactor(3), torch.utils.data.TensorDataset(torch.arange(100)), batch_size=2)
+    assert len(loader) == 16
