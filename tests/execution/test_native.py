@@ -5,9 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from typing import Optional
-
-from ipuflow.config import ConfigurationError, FromParams, Lazy, Params
+from ipuflow.config import ConfigurationError, Lazy, Params
 from ipuflow.execution import NativeExecutor, StepExecutor
 from ipuflow.execution.precision import LossScaler
 from tests.execution.executor_test_models import Regression, regression_batch
@@ -175,17 +173,11 @@ def test_cuda_fp16_dynamic_loss_scaling_runs():
     assert executor.state_dict()["rng"]["cuda"]
 
 
-class ExecutorHolder(FromParams):
-    """Takes an executor config the way the trainer does, as Lazy[StepExecutor]."""
-
-    def __init__(self, executor: Optional[Lazy[StepExecutor]] = None) -> None:
-        self.executor = executor
-
-
 def test_built_from_config_as_lazy_with_the_model_and_optimizer_injected():
-    holder = ExecutorHolder.from_params(Params({"executor": {"device": "cpu", "device_iterations": 2, "compile": {"mode": "default"}}}))
+    # As the trainer does: Lazy[StepExecutor] from the executor block, constructed with model and optimizer.
+    lazy = Lazy(StepExecutor, Params({"device": "cpu", "device_iterations": 2, "compile": {"mode": "default"}}))
     model = Regression()
-    executor = holder.executor.construct(model=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1))
+    executor = lazy.construct(model=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1))
     assert isinstance(executor, NativeExecutor) and executor.batch_size_factor == 2
     with pytest.raises(ConfigurationError, match="device_iteration"):
         StepExecutor.from_params(Params({"device_iteration": 2}), model=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1))
