@@ -1,0 +1,78 @@
+"""The `transformer_classifier` model: a Hugging Face sequence-classification transformer."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Optional
+
+import torch
+
+from ipuflow.config import ConfigurationError
+from ipuflow.data.local_pretrained import import_transformers_offline, resolve_local_pretrained
+from ipuflow.data.vocabulary import Vocabulary
+from ipuflow.metrics import Metric
+from ipuflow.models.classifier import Classifier
+from ipuflow.models.model import Model
+
+
+@Model.register("transformer_classifier")
+class TransformerClassifier(Classifier):
+    """`AutoModelForSequenceClassification` over `tokens` (ids from a `pretrained_transformer`
+    tokenizer) and `tokens_mask` (the attention mask), with one output per label in the vocabulary.
+
+    Give either `model_name`, a local directory or `package://<package>/<dir>` holding pretrained
+    weights (a new classification head is added), or `config`, a transformers config as a dict with
+    its `model_type` (e.g. `{"model_type": "bert", "hidden_size": 64, ...}`), randomly initialised.
+    Nothing is downloaded.
+    """
+
+    default_predictor = "text_classifier"
+
+    def __init__(
+        self,
+        vocab: Vocabulary,
+        model_name: Optional[str] = None,
+        config: Optional[Dict[str, Any]] = None,
+        label_namespace: str = "labels",
+        metrics: Optional[Dict[str, Metric]] = None,
+    ) -> None:
+        super().__init__(vocab, label_namespace=label_namespace, metrics=metrics)
+        if (model_name is None) == (config is None):
+            raise ConfigurationError(
+                "model: give exactly one of model_name (a local pretrained model) and config (a "
+                "transformers config dict, randomly initialised)."
+            )
+        self.model_name = model_name
+        id2label = {index: self.vocab.get_token_from_index(index, label_namespace) for index in range(self.num_labels)}
+        labels = {"num_labels": self.num_labels, "id2label": id2label, "label2id": {v: k for k, v in id2label.items()}}
+        transformers = import_transformers_offline()
+        if model_name is not None:
+            path = resolve_local_pretrained(model_name, "model.model_name")
+            try:
+                self.transformer = transformers.AutoModelForSequenceClassification.from_pretrained(
+                    str(path), local_files_only=True, ignore_mismatched_sizes=True, **labels
+                )
+            except (OSError, ValueError) as error:
+                raise ConfigurationError(f"model.model_name: cannot load a model from {path}: {error}") from None
+        else:
+            settings = dict(config or {})
+            model_type = settings.pop("model_type", None)
+            if not isinstance(model_type, str):
+                raise ConfigurationError(
+                    f"model.config.model_type: required, a transformers model type such as 'bert'; found {model_type!r}."
+                )
+            try:
+                model_config = transformers.AutoConfig.for_model(model_type, **settings, **labels)
+            except (KeyError, ValueError, TypeError) as error:
+                raise ConfigurationError(f"model.config: cannot make a {model_type!r} config: {error}") from None
+            self.transformer = transformers.AutoModelForSequenceClassification.from_config(model_config)
+
+    def forward(  # type: ignore[override]
+        self, tokens: torch.Tensor, tokens_mask: torch.Tensor, label: Optional[torch.Tensor] = None
+    ) -> Dict[str, torch.Tensor]:
+        """`logits` and `probs` for each row, and `loss` given labels."""
+        mask = tokens_mask.to(torch.bool)
+        # Every row attends to its first position, so that rows padded onto the batch axis (mask all
+        # false) cannot produce NaN attention; real rows already attend there (the [CLS] token).
+        attention_mask = torch.cat([torch.ones_like(mask[:, :1]), mask[:, 1:]], dim=1).long()
+        logits = self.transformer(input_ids=tokens, attention_mask=attention_mask).logits
+        return self.classification_outputs(logits, label)
