@@ -33,13 +33,29 @@ def inference_executor_from_config(config: Params, model: Any, device: Optional[
     return StepExecutor.from_params(Params(executor_config, history="trainer.executor."), model=model, training=False)
 
 
+def _loader_config(config: Params) -> Dict[str, Any]:
+    block = config.get("validation_data_loader") or config.get("data_loader") or Params({})
+    return block.as_dict() if isinstance(block, Params) else {}
+
+
+def micro_batch_size_from_config(config: Params, batch_size: Optional[int] = None) -> int:
+    """The micro-batch size evaluation and prediction use: `batch_size`, else the loader config's."""
+    if batch_size is not None:
+        return batch_size
+    configured = _loader_config(config).get("batch_size")
+    if not isinstance(configured, int):
+        from ipuflow.config import ConfigurationError
+
+        raise ConfigurationError("The archived config's data_loader has no batch_size; pass --batch-size.")
+    return configured
+
+
 def loader_from_config(config: Params, instances: Sequence[Mapping[str, Any]], batch_size: Optional[int] = None) -> Any:
     """A non-shuffling loader over `instances` that pads the last combined batch, from the config's
     `validation_data_loader` (or `data_loader`) block; `batch_size` replaces the micro-batch size."""
     from ipuflow.data.loader import DataLoader
 
-    block = config.get("validation_data_loader") or config.get("data_loader") or Params({})
-    loader_config = block.as_dict() if isinstance(block, Params) else {}
+    loader_config = _loader_config(config)
     loader_config.update({"shuffle": False, "pad_on_batch_axis": True})
     if batch_size is not None:
         loader_config["batch_size"] = batch_size

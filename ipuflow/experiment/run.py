@@ -58,6 +58,10 @@ def train_model(params: Params, serialization_dir: Union[str, Path], recover: bo
     write_json_atomically(directory / META_NAME, run_metadata())
     experiment = _build(params, directory)
     metrics = experiment.run()
+    if recover and (directory / METRICS_NAME).is_file():
+        # A recovered run that had little or nothing left to do reports less than the original run
+        # did; keep what the earlier metrics.json recorded and update it with what is new.
+        metrics = {**json.loads((directory / METRICS_NAME).read_text()), **metrics}
     write_json_atomically(directory / METRICS_NAME, metrics)
     archive = archive_model(directory)
     logger.info("Trained model archived in %s", archive)

@@ -10,7 +10,7 @@ import torch
 
 from ipuflow.config import ConfigurationError, Params
 from ipuflow.evaluation.evaluator import split_rows
-from ipuflow.evaluation.inference import loader_from_config
+from ipuflow.evaluation.inference import loader_from_config, micro_batch_size_from_config
 from ipuflow.predictors.predictor import Predictor
 
 logger = logging.getLogger(__name__)
@@ -38,9 +38,7 @@ class BatchPredictor:
         self.config = config
         self.vocab = vocab
         self.batch_size = batch_size
-        probe = loader_from_config(config, [], batch_size)
-        probe.set_batch_size_factor(executor.batch_size_factor)
-        self.combined_batch_size: int = probe.combined_batch_size
+        self.combined_batch_size = micro_batch_size_from_config(config, batch_size) * executor.batch_size_factor
 
     def predict(self, inputs: List[Mapping[str, Any]]) -> List[Dict[str, Any]]:
         """Predictions for JSON `inputs` (at most one combined batch is padded)."""

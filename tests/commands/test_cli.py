@@ -1,5 +1,6 @@
 """The command line: help, version, exit codes, error paragraphs, plugins and `components`."""
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -12,9 +13,9 @@ from ipuflow.config.plugins import import_module_and_submodules, import_plugins
 from tests.conftest import ROOT
 
 
-def run_module(*args, **kwargs):
-    return subprocess.run([sys.executable, "-m", "ipuflow", *args], capture_output=True, text=True, cwd=kwargs.get("cwd", ROOT),
-                          env=kwargs.get("env"))
+def run_module(*args, cwd=ROOT):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run([sys.executable, "-m", "ipuflow", *args], capture_output=True, text=True, cwd=cwd, env=env)
 
 
 def test_python_dash_m_help_and_version_work_without_importing_torch():

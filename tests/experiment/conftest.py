@@ -35,7 +35,7 @@ def tiny_config(data_dir, **trainer):
         "evaluate_on_test": True,
         "model": {"type": "basic_classifier", "embedding_dim": 8, "encoder": {"type": "bag_of_embeddings"}},
         "data_loader": {"batch_size": 4, "shuffle": True, "max_length": 8},
-        "trainer": {"num_epochs": 3, "optimizer": {"type": "adam", "lr": 0.05}, "validation_metric": "+accuracy",
+        "trainer": {"num_epochs": 6, "optimizer": {"type": "adam", "lr": 0.1}, "validation_metric": "+accuracy",
                     **trainer},
         "random_seed": 1, "numpy_seed": 2, "pytorch_seed": 3,
     }

@@ -18,12 +18,12 @@ def test_the_serialization_directory_holds_everything_a_run_leaves(trained_run, 
     names = {path.name for path in trained_run.iterdir()}
     assert {"config.json", "meta.json", "out.log", "vocabulary", "best.safetensors", "metrics.json",
             "model.tar.gz", "log"} <= names
-    assert {f"metrics_epoch_{epoch}.json" for epoch in range(3)} <= names
+    assert {f"metrics_epoch_{epoch}.json" for epoch in range(6)} <= names
     assert json.loads((trained_run / "config.json").read_text()) == json.loads(tiny_config_file.read_text())
     meta = json.loads((trained_run / "meta.json").read_text())
     assert {"ipuflow_version", "torch_version", "python_version"} <= set(meta)
     log = (trained_run / "out.log").read_text()
-    assert "trainer.num_epochs = 3" in log and "data_loader.batch_size = 4" in log
+    assert "trainer.num_epochs = 6" in log and "data_loader.batch_size = 4" in log
     metrics = json.loads((trained_run / "metrics.json").read_text())
     assert {"best_epoch", "best_validation_accuracy", "training_loss", "validation_loss", "test_accuracy"} <= set(metrics)
     assert (trained_run / "vocabulary" / "labels.txt").read_text().split() == ["pos", "neg"] or \
@@ -98,7 +98,7 @@ def test_recover_with_a_changed_config_lists_the_differences(trained_run, tiny_c
                 "-o", '{"trainer.num_epochs": 5, "data_loader.batch_size": 2}'])
     assert code == 2
     error = capsys.readouterr().err
-    assert "trainer.num_epochs: 3 → 5" in " ".join(error.split()) and "data_loader.batch_size" in error
+    assert "trainer.num_epochs: 6 → 5" in " ".join(error.split()) and "data_loader.batch_size" in error
 
 
 def test_recover_of_a_finished_run_keeps_its_results(trained_run, tiny_config_file):
@@ -106,6 +106,7 @@ def test_recover_of_a_finished_run_keeps_its_results(trained_run, tiny_config_fi
     assert run(["train", str(tiny_config_file), "-s", str(trained_run), "--recover"]) == 0
     after = json.loads((trained_run / "metrics.json").read_text())
     assert after["best_validation_accuracy"] == before["best_validation_accuracy"]
+    assert after["training_loss"] == before["training_loss"]
 
 
 def test_unknown_top_level_key_and_bad_value_are_clear_errors(tiny_data, tmp_path, capsys):
