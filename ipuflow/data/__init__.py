@@ -1,4 +1,4 @@
-"""Data: fields and instances, the vocabulary, tokenizers and dataset readers.
+"""Data: fields and instances, the vocabulary, tokenizers, dataset readers and the data loader.
 
 Importing this package registers every built-in reader, tokenizer and vocabulary constructor;
 transformers is imported only when a pretrained tokenizer is built.
@@ -8,6 +8,7 @@ from ipuflow.data.fields import Field, LabelField, MetadataField, TensorField, T
 from ipuflow.data.instance import Instance
 from ipuflow.data.vocabulary import Vocabulary
 from ipuflow.data.tokenizers import PretrainedTransformerTokenizer, RegexTokenizer, Tokenizer, WhitespaceTokenizer
+from ipuflow.data.loader import DataLoader, FixedShapeDataLoader
 from ipuflow.data.readers import (
     DatasetReader,
     TensorClassificationReader,
@@ -31,4 +32,6 @@ __all__ = [
     "TextClassificationJsonReader",
     "TextClassificationCsvReader",
     "TensorClassificationReader",
+    "DataLoader",
+    "FixedShapeDataLoader",
 ]
