@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import logging
 import warnings
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple, Union
 
@@ -16,8 +15,6 @@ from ipuflow.execution.options import ExecutionOptions
 from ipuflow.execution.precision import LossScaler, autocast_factory
 from ipuflow.execution.rng import get_rng_states, set_rng_states
 from ipuflow.execution.step_outputs import OutputCollector, find_loss
-
-logger = logging.getLogger(__name__)
 
 NO_EXECUTABLE_ERROR = "Model has not been compiled or has been destroyed."
 """poptorch's text for attach/detach on an executor without a compiled program."""

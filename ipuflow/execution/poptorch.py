@@ -126,7 +126,7 @@ class PoptorchExecutor(StepExecutor):
             matmul_proportion, inference_matmul_proportion, embedding_serialization_factor,
             inference_embedding_serialization_factor,
         )
-        self._placement = training_placement if training else inference_placement
+        self._placement: IpuPlacement = training_placement if training else inference_placement
         self._plan = self._options.plan
         self._poptorch = import_poptorch()
         self._model = model
