@@ -86,7 +86,9 @@ class FromParams:
                 f"implementations to build. If they live in your own package, load it with "
                 f"--include-package."
             )
-        constructor_to_call = constructor_to_call or cls
+        if constructor_to_call is None:
+            constructor_to_call = cls
+            constructor_to_inspect = constructor_to_inspect or cls.__init__
         constructor_to_inspect = constructor_to_inspect or constructor_to_call
         kwargs = build_arguments(cls, constructor_to_inspect, params, extras)
         return constructor_to_call(**kwargs)
@@ -142,6 +144,8 @@ def config_parameters(cls: type, constructor: Callable[..., Any]) -> Dict[str, C
     A `**kwargs` constructor also takes the arguments of its closest FromParams parent class, as its
     `super().__init__(**kwargs)` call would; on a name clash the subclass's own annotation wins.
     """
+    if isinstance(constructor, type):
+        constructor = constructor.__init__
     function = getattr(constructor, "__func__", constructor)
     if function is object.__init__ or _belongs_to_foreign_class(cls, function):
         return {}
