@@ -15,7 +15,7 @@ local max_length = 64;
   test_data_path: data_dir + "test.jsonl",
   evaluate_on_test: true,
   model: { type: "transformer_classifier", model_name: model },
-  data_loader: { batch_size: 32, shuffle: true, length_buckets: [32, max_length] },
+  data_loader: { batch_size: 32, shuffle: true, max_length: max_length },
   trainer: {
     num_epochs: 2,
     validation_metric: "+accuracy",

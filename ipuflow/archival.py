@@ -16,6 +16,7 @@ from typing import Any, Dict, Optional, Union
 
 from ipuflow.config import ConfigurationError, Params
 from ipuflow.config.params import with_overrides
+from ipuflow.storage import write_atomically
 from ipuflow.experiment.serialization_dir import (
     ARCHIVE_NAME, BEST_WEIGHTS_NAME, CONFIG_NAME, META_NAME, VOCABULARY_DIR,
 )
@@ -43,15 +44,17 @@ def archive_model(serialization_dir: Union[str, Path], weights: Optional[Union[s
     if not weights_path.is_file():
         raise ConfigurationError(f"Cannot archive {directory}: no weights file {weights_path}.")
     target = Path(archive_path) if archive_path is not None else directory / ARCHIVE_NAME
-    temporary = target.with_name(f".{target.name}.tmp")
-    with tarfile.open(temporary, "w:gz") as archive:
-        archive.add(directory / CONFIG_NAME, arcname=CONFIG_NAME)
-        archive.add(weights_path, arcname=WEIGHTS_NAME)
-        if (directory / VOCABULARY_DIR).is_dir():
-            archive.add(directory / VOCABULARY_DIR, arcname=VOCABULARY_DIR)
-        if (directory / META_NAME).is_file():
-            archive.add(directory / META_NAME, arcname=META_NAME)
-    os.replace(temporary, target)
+
+    def write(temporary: str) -> None:
+        with tarfile.open(temporary, "w:gz") as archive:
+            archive.add(directory / CONFIG_NAME, arcname=CONFIG_NAME)
+            archive.add(weights_path, arcname=WEIGHTS_NAME)
+            if (directory / VOCABULARY_DIR).is_dir():
+                archive.add(directory / VOCABULARY_DIR, arcname=VOCABULARY_DIR)
+            if (directory / META_NAME).is_file():
+                archive.add(directory / META_NAME, arcname=META_NAME)
+
+    write_atomically(target, write)
     return target
 
 

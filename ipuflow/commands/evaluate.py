@@ -75,7 +75,8 @@ def evaluate(archive: str, input_paths: str, output_file: Optional[str], predict
              include_package: Tuple[str, ...]) -> None:
     """Score the model in ARCHIVE (model.tar.gz or a run directory) on INPUT (comma-separated paths)."""
     from ipuflow.config.plugins import include_packages
-    from ipuflow.experiment.serialization_dir import configure_logging, write_json_atomically
+    from ipuflow.experiment.serialization_dir import configure_logging
+    from ipuflow.storage import write_json_atomically
 
     configure_logging()
     include_packages(include_package)

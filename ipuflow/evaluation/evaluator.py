@@ -9,12 +9,14 @@ import torch
 from ipuflow.models.model import IGNORE_LABEL
 
 
-def _real_rows(batch: Mapping[str, Any]) -> Optional[torch.Tensor]:
-    """Rows that carry a real target (padding rows have IGNORE_LABEL), or None without targets."""
-    label = batch.get("label")
-    if isinstance(label, torch.Tensor) and label.dtype in (torch.int64, torch.int32):
-        return label != IGNORE_LABEL
-    return None
+def real_row_count(batch: Mapping[str, Any]) -> int:
+    """Rows of a combined batch that are not padding (the loader sets every int scalar field of a
+    padding row to IGNORE_LABEL); every row when the batch has no int scalar field. The batch is on
+    the host, so counting does not synchronise the device."""
+    for value in batch.values():
+        if isinstance(value, torch.Tensor) and value.dim() == 1 and value.dtype in (torch.int64, torch.int32):
+            return int((value != IGNORE_LABEL).sum())
+    return int(next(iter(batch.values())).shape[0])
 
 
 def evaluate(
@@ -37,16 +39,14 @@ def evaluate(
         model.update_metrics(result.outputs, batch)
         if on_outputs is not None:
             on_outputs(result.outputs, batch)
-        real = _real_rows(batch)
-        if result.loss is not None and real is not None:
-            count = int(real.sum())  # the batch is on the host: no device sync
-            if count:
-                weighted = result.loss.detach().float() * count
-                loss_sum = weighted if loss_sum is None else loss_sum + weighted
-                rows += count
+        count = real_row_count(batch)
+        if result.loss is not None and count:
+            weighted = result.loss.detach().float() * count
+            loss_sum = weighted if loss_sum is None else loss_sum.add_(weighted)
+            rows += count
     metrics = dict(model.get_metrics(reset=True))
     if loss_sum is not None and rows:
-        metrics["loss"] = float(loss_sum) / rows
+        metrics["loss"] = loss_sum.item() / rows
     return metrics
 
 

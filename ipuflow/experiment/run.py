@@ -10,9 +10,9 @@ from typing import Any, Dict, Mapping, Optional, Sequence, Union
 
 from ipuflow.config import ConfigurationError, Params
 from ipuflow.config.plugins import include_packages
+from ipuflow.storage import write_json_atomically
 from ipuflow.experiment.serialization_dir import (
     CONFIG_NAME, LOG_NAME, META_NAME, METRICS_NAME, configure_logging, prepare_serialization_dir, run_metadata,
-    write_json_atomically,
 )
 
 logger = logging.getLogger(__name__)

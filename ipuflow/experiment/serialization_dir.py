@@ -97,17 +97,6 @@ def run_metadata() -> Dict[str, Any]:
     return meta
 
 
-def write_json_atomically(path: Path, value: Any) -> None:
-    """Write `value` as indented JSON through a temporary file, so a crash never leaves half a file."""
-    temporary = path.with_name(f".{path.name}.tmp")
-    with open(temporary, "w") as handle:
-        json.dump(value, handle, indent=2)
-        handle.write("\n")
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
-
-
 class _ConsoleFilter(logging.Filter):
     """Keeps the per-value config log ("trainer.lr = 0.1") out of the terminal; out.log has it."""
 

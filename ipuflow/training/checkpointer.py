@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import os
 import re
-import tempfile
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Dict, List, NamedTuple, Optional, Tuple, Union
@@ -22,6 +21,7 @@ import safetensors.torch
 import torch
 
 from ipuflow.config import ConfigurationError, Registrable
+from ipuflow.storage import write_atomically
 
 if TYPE_CHECKING:
     from ipuflow.training.trainer import Trainer
@@ -38,30 +38,6 @@ class TrainerCheckpoint(NamedTuple):
     training_state: Dict[str, Any]
 
 
-def _write_atomically(path: Union[str, Path], write: Any) -> None:
-    """Call ``write(temp_path)``, fsync the file, and rename it over `path` (same directory)."""
-    path = Path(path)
-    handle, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(handle)
-    try:
-        write(temp_name)
-        with open(temp_name, "rb+") as written:
-            os.fsync(written.fileno())
-        os.replace(temp_name, path)
-    except BaseException:
-        if os.path.exists(temp_name):
-            os.remove(temp_name)
-        raise
-    try:
-        directory = os.open(path.parent, os.O_RDONLY)
-    except OSError:  # some platforms cannot open directories; the rename is still atomic
-        return
-    try:
-        os.fsync(directory)
-    finally:
-        os.close(directory)
-
-
 def save_weights(state: Dict[str, torch.Tensor], path: Union[str, Path]) -> None:
     """Write a state dict as safetensors, atomically. Tied (shared) tensors are stored once each
     under every name, since safetensors refuses aliases."""
@@ -74,12 +50,12 @@ def save_weights(state: Dict[str, torch.Tensor], path: Union[str, Path]) -> None
             tensor = tensor.clone()
         seen.add((tensor.untyped_storage().data_ptr(), tensor.storage_offset()))
         tensors[name] = tensor
-    _write_atomically(path, lambda temp: safetensors.torch.save_file(tensors, temp))
+    write_atomically(path, lambda temp: safetensors.torch.save_file(tensors, temp))
 
 
 def save_training_state(state: Dict[str, Any], path: Union[str, Path]) -> None:
     """`torch.save` plain containers and tensors, atomically."""
-    _write_atomically(path, lambda temp: torch.save(state, temp))
+    write_atomically(path, lambda temp: torch.save(state, temp))
 
 
 def load_weights(path: Union[str, Path]) -> Dict[str, torch.Tensor]:

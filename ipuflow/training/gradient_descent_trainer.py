@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-import json
+import itertools
 import logging
 import math
 import os
@@ -21,13 +21,15 @@ import torch
 
 from ipuflow.config import ConfigurationError, Lazy
 from ipuflow.execution.executor import StepExecutor
-from ipuflow.models.model import IGNORE_LABEL, Model
+from ipuflow.models.model import Model
 from ipuflow.training.callbacks.batch_callback import BatchCallback
 from ipuflow.training.callbacks.callback import TrainerCallback, TrainerControl
 from ipuflow.training.callbacks.console_metrics import ConsoleMetricsCallback
 from ipuflow.training.callbacks.epoch_callback import EpochCallback
 from ipuflow.training.callbacks.progress import ProgressCallback
 from ipuflow.training.callbacks.tensorboard import TensorBoardCallback
+from ipuflow.evaluation.evaluator import evaluate
+from ipuflow.storage import write_json_atomically
 from ipuflow.training.checkpointer import Checkpointer, TrainerCheckpoint, load_weights, save_weights
 from ipuflow.training.interruption import InterruptListener, NonFiniteLossError, TrainingInterrupted
 from ipuflow.training.lr_schedulers.learning_rate_scheduler import LearningRateScheduler
@@ -70,23 +72,6 @@ def _hyperparameters(schedulers: List[Scheduler]) -> List[Any]:
         [group.get(scheduler.param_group_field) for group in scheduler.optimizer.param_groups]
         for scheduler in schedulers
     ]
-
-
-def _real_row_count(batch: Any) -> int:
-    """Rows of a combined batch that are not padding: the loader sets every int scalar field of a
-    padding row to IGNORE_LABEL. Counted on the host (the batch is a CPU tensor dict)."""
-    for value in batch.values():
-        if isinstance(value, torch.Tensor) and value.dim() == 1 and value.dtype in (torch.int64, torch.int32):
-            return int((value != IGNORE_LABEL).sum())
-    first = next(iter(batch.values()))
-    return int(first.shape[0])
-
-
-def _write_json(path: Path, content: Dict[str, Any]) -> None:
-    handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(handle, "w") as file:
-        json.dump(content, file, indent=2)
-    os.replace(temp, path)
 
 
 @Trainer.register("gradient_descent", constructor="from_partial_objects")
@@ -518,7 +503,7 @@ class GradientDescentTrainer(Trainer):
         if validation_metrics is None:
             self._best_epoch = epoch
         metrics.update(self._best_metrics())
-        _write_json(Path(self.serialization_dir) / f"metrics_epoch_{epoch}.json", metrics)  # type: ignore[arg-type]
+        write_json_atomically(Path(self.serialization_dir) / f"metrics_epoch_{epoch}.json", metrics)  # type: ignore[arg-type]
 
         before = _hyperparameters(self._schedulers)
         for scheduler in self._schedulers:
@@ -623,27 +608,19 @@ class GradientDescentTrainer(Trainer):
             self.executor.copy_weights_to_host()
             self._moving_average.assign_average_value()
             self.validation_executor.copy_weights_to_device()
-        executor = self.validation_executor
-        loss_sum: Optional[torch.Tensor] = None
-        rows = 0
+        batch_numbers = itertools.count(1)
+
+        def report_batch(outputs: Any, batch: Any) -> None:
+            batch_number = next(batch_numbers)
+            for callback in self._callbacks:
+                callback.on_batch(self, batch, outputs, None, epoch, batch_number, is_training=False)
+            for batch_callback in self._batch_callbacks:
+                batch_callback(self, batch, outputs, None, epoch, batch_number, is_training=False)
+
         try:
-            self.model.get_metrics(reset=True)
             with torch.no_grad():
-                for batch_number, batch in enumerate(self.validation_data_loader, 1):
-                    result = executor(batch)
-                    self.model.update_metrics(result.outputs, batch)
-                    real_rows = _real_row_count(batch)
-                    if result.loss is not None and real_rows:
-                        weighted = result.loss.detach().float() * real_rows
-                        loss_sum = weighted if loss_sum is None else loss_sum.add_(weighted)
-                        rows += real_rows
-                    for callback in self._callbacks:
-                        callback.on_batch(self, batch, result.outputs, None, epoch, batch_number, is_training=False)
-                    for batch_callback in self._batch_callbacks:
-                        batch_callback(self, batch, result.outputs, None, epoch, batch_number, is_training=False)
-            validation_metrics = dict(self.model.get_metrics(reset=True))
-            if loss_sum is not None and rows:
-                validation_metrics["loss"] = loss_sum.item() / rows
+                validation_metrics = evaluate(self.model, self.validation_executor, self.validation_data_loader,
+                                              on_outputs=report_batch)
         finally:
             if self._moving_average is not None:
                 self._moving_average.restore()
