@@ -19,7 +19,9 @@ def format_postfix(metrics: Mapping[str, float]) -> str:
     for name, value in metrics.items():
         if name.startswith("_"):
             continue
-        parts.append(f"{name}: {value:.4f}" if isinstance(value, float) else f"{name}: {value}")
+        # Learning rates such as 5e-05 would read as 0.0000 in fixed point.
+        shown = f"{value:.4f}" if not isinstance(value, float) or value == 0 or abs(value) >= 1e-3 else f"{value:.2e}"
+        parts.append(f"{name}: {shown}" if isinstance(value, float) else f"{name}: {value}")
     return ", ".join(parts)
 
 
