@@ -3,7 +3,6 @@
 from collections import Counter
 from pathlib import Path
 
-import pytest
 
 from ipuflow.data import TensorClassificationReader, TextClassificationJsonReader, Vocabulary
 

@@ -9,7 +9,7 @@ import torch
 from ipuflow.config import ConfigurationError, Params
 from ipuflow.data import FixedShapeDataLoader, RegexTokenizer, TextClassificationJsonReader, Vocabulary
 from ipuflow.metrics import CategoricalAccuracy, F1Measure
-from ipuflow.models import BagOfEmbeddingsEncoder, BasicClassifier, CnnEncoder, LstmEncoder, Model
+from ipuflow.models import BagOfEmbeddingsEncoder, BasicClassifier, CnnEncoder, Model
 
 ENCODERS = {
     "bag_of_embeddings": {"type": "bag_of_embeddings"},

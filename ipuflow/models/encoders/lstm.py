@@ -16,7 +16,8 @@ class LstmEncoder(Seq2VecEncoder):
     The result equals a PyTorch LSTM run on packed sequences, but uses no packing: packing needs the
     lengths on the host (a device sync) and gives data-dependent shapes, which compiled steps
     cannot have. The backward direction runs on each row reversed within its length instead, so
-    padding never flows into real states.
+    padding never flows into real states. Under `torch.compile` each `nn.LSTM` call is a graph
+    break unless `torch._dynamo.config.allow_rnn` is set (then the whole forward compiles).
     """
 
     def __init__(
