@@ -123,4 +123,6 @@ def configure_logging(log_file: Path = None, file_friendly: bool = False) -> Non
         to_file._ipuflow = True  # type: ignore[attr-defined]
         root.addHandler(to_file)
     if file_friendly:
-        os.environ["IPUFLOW_FILE_FRIENDLY_LOGGING"] = "1"
+        from ipuflow.training.callbacks.progress import FILE_FRIENDLY_ENVIRONMENT_VARIABLE
+
+        os.environ[FILE_FRIENDLY_ENVIRONMENT_VARIABLE] = "1"

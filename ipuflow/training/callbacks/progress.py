@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional
 
@@ -23,6 +24,10 @@ def format_postfix(metrics: Mapping[str, float]) -> str:
         shown = f"{value:.4f}" if not isinstance(value, float) or value == 0 or abs(value) >= 1e-3 else f"{value:.2e}"
         parts.append(f"{name}: {shown}" if isinstance(value, float) else f"{name}: {value}")
     return ", ".join(parts)
+
+
+FILE_FRIENDLY_ENVIRONMENT_VARIABLE = "IPUFLOW_FILE_FRIENDLY_LOGGING"
+"""Set to 1 (as `ipuflow train --file-friendly-logging` does) to force the file-friendly bar."""
 
 
 @TrainerCallback.register("progress")
@@ -49,6 +54,8 @@ class ProgressCallback(TrainerCallback):
     def _is_file_friendly(self) -> bool:
         if self._file_friendly is not None:
             return self._file_friendly
+        if os.environ.get(FILE_FRIENDLY_ENVIRONMENT_VARIABLE) == "1":
+            return True
         return not (hasattr(sys.stderr, "isatty") and sys.stderr.isatty())
 
     def _open(self, total: Optional[int], initial: int, description: str) -> tqdm:
