@@ -13,14 +13,29 @@ from ipuflow.commands.cli import debug_option, include_package_option
 from ipuflow.config.errors import ConfigurationError, closest_match
 
 # Arguments that ipuflow passes in while building, per base class name ("*": every base). They are
-# listed as injected rather than as config keys. `num_epochs` is a config key of the trainer but is
-# injected into schedulers, hence the per-base table.
+# listed as injected rather than as config keys. The table is per base because one name can be a
+# config key in one place and injected in another (`model` is a key of the top-level config but is
+# passed to the trainer; `num_epochs` is a key of the trainer but is passed to schedulers).
 INJECTED_ARGUMENTS: Dict[str, Tuple[str, ...]] = {
-    "*": ("model", "optimizer", "vocab", "serialization_dir", "data_loader", "validation_data_loader",
-          "instances", "model_parameters", "parameters"),
-    "LearningRateScheduler": ("num_epochs", "num_steps_per_epoch"),
-    "MomentumScheduler": ("num_epochs", "num_steps_per_epoch"),
-    "StepExecutor": ("training",),
+    "*": ("serialization_dir", "vocab", "instances", "model_parameters"),
+    "Trainer": ("model", "data_loader", "validation_data_loader"),
+    "LearningRateScheduler": ("optimizer", "num_epochs", "num_steps_per_epoch"),
+    "MomentumScheduler": ("optimizer", "num_epochs", "num_steps_per_epoch"),
+    "StepExecutor": ("model", "optimizer", "training"),
+    "MovingAverage": ("parameters",),
+    "Predictor": ("model", "dataset_reader"),
+}
+
+# Short names people type for a family, besides its class name in either case style.
+BASE_ALIASES: Dict[str, str] = {
+    "lr_scheduler": "LearningRateScheduler",
+    "scheduler": "LearningRateScheduler",
+    "executor": "StepExecutor",
+    "callback": "TrainerCallback",
+    "callbacks": "TrainerCallback",
+    "reader": "DatasetReader",
+    "encoder": "Seq2VecEncoder",
+    "loader": "DataLoader",
 }
 
 
@@ -37,17 +52,24 @@ def _bases() -> Dict[str, type]:
 def _find_base(name: str) -> type:
     bases = _bases()
     wanted = name.replace("-", "_").lower()
+    if wanted in BASE_ALIASES and BASE_ALIASES[wanted] in bases:
+        return bases[BASE_ALIASES[wanted]]
     for base_name, base in bases.items():
         if wanted in (base_name.lower(), _snake(base_name)):
             return base
-    candidates = list(bases) + [_snake(n) for n in bases]
+    candidates = list(bases) + [_snake(n) for n in bases] + list(BASE_ALIASES)
     match = closest_match(name, candidates)
     hint = f" Did you mean {match!r}?" if match else ""
     raise ConfigurationError(f"{name!r} is not a registrable base.{hint} Bases: {', '.join(sorted(bases))}.")
 
 
 def _first_doc_line(text: Optional[str]) -> str:
-    return (inspect.cleandoc(text).splitlines() or [""])[0] if text else ""
+    """The first sentence of a docstring's first paragraph (docstrings wrap mid-sentence)."""
+    if not text:
+        return ""
+    paragraph = " ".join(inspect.cleandoc(text).split("\n\n")[0].split())
+    end = re.search(r"[.!?](\s|$)", paragraph)
+    return paragraph[: end.start() + 1] if end else paragraph
 
 
 def _parameter_docs(constructor: Any, cls: type) -> Dict[str, str]:
@@ -88,6 +110,11 @@ def describe_component(base: type, name: str) -> List[Dict[str, Any]]:
 
 
 def _show_default(value: Any) -> str:
+    from ipuflow.config import Lazy
+
+    if isinstance(value, Lazy):
+        settings = value.params.as_dict()
+        return "the default implementation" if not settings else json.dumps(settings)
     try:
         return json.dumps(value)
     except TypeError:

@@ -390,9 +390,13 @@ def type_description(annotation: Any) -> str:
         from ipuflow.config.registrable import Registrable
 
         if issubclass(annotation, Registrable) and annotation in Registrable._registry:
-            return f"a {annotation.__name__} (a registered name or an object with \"type\")"
-        return f"a {annotation.__name__}"
+            return f"{_article(annotation.__name__)} {annotation.__name__} (a registered name or an object with \"type\")"
+        return f"{_article(annotation.__name__)} {annotation.__name__}"
     return str(annotation).replace("typing.", "")
+
+
+def _article(word: str) -> str:
+    return "an" if word[:1].lower() in "aeiou" else "a"
 
 
 def _plural(description: str) -> str:

@@ -67,7 +67,7 @@ def make_package(root, name):
         class PlainWidget(Widget):
             """A widget with no frills."""
 
-            def __init__(self, size: int, colours: List[str] = ("red",), model: Optional[object] = None) -> None:
+            def __init__(self, size: int, colours: List[str] = ("red",), vocab: Optional[object] = None) -> None:
                 """
                 size: how big the widget is, in cm.
                 colours: its colours.
@@ -118,6 +118,6 @@ def test_components_lists_bases_names_and_keys(tmp_path):
     assert one.returncode == 0, one.stderr
     assert "size: an integer = (required)  how big the widget is, in cm." in one.stdout
     assert 'colours: a list of strings = ["red"]' in one.stdout
-    assert "injected by ipuflow (not config keys): model" in one.stdout
+    assert "injected by ipuflow (not config keys): vocab" in one.stdout
     typo = run_module("components", "widgit", "--include-package", "widget_pkg_c", cwd=tmp_path)
     assert typo.returncode == 2 and "Did you mean 'widget'?" in typo.stderr
