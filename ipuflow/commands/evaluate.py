@@ -49,10 +49,10 @@ def evaluate_archive(archive_path: str, input_paths: List[str], batch_size: Opti
         else:
             predictions = outputs
         if predictions_file is not None:
-            from ipuflow.predictors.predictor import _jsonable
+            from ipuflow.predictors.predictor import to_jsonable
 
             for prediction in predictions:
-                predictions_file.write(json.dumps(_jsonable(prediction)) + "\n")
+                predictions_file.write(json.dumps(to_jsonable(prediction)) + "\n")
         prefix = f"{Path(path).stem}_" if len(input_paths) > 1 else ""
         all_metrics.update({f"{prefix}{key}": value for key, value in metrics.items()})
     return all_metrics

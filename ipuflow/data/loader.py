@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import logging
 import warnings
 from typing import Any, ClassVar, Dict, Iterator, List, Mapping, Optional, Sequence
@@ -55,6 +56,22 @@ class DataLoader(Registrable):
     def iter_from(self, start: int) -> Iterator[Batch]:
         """The combined batches of the current epoch from batch `start` on (for mid-epoch resume)."""
         raise NotImplementedError
+
+    def with_instances(self, instances: Sequence[Mapping[str, Any]]) -> "DataLoader":
+        """A loader with these settings (batch-size factor included) over other instances.
+
+        Prediction feeds inputs a combined batch at a time; this skips rebuilding the loader from
+        its config for every batch.
+        """
+        raise NotImplementedError
+
+
+def _require_instances(instances: Any) -> None:
+    if not isinstance(instances, Sequence) or len(instances) == 0:
+        raise ConfigurationError(
+            f"data_loader.instances: expected a non-empty sequence of indexed instances, found "
+            f"{type(instances).__name__} of length {len(instances) if hasattr(instances, '__len__') else '?'}."
+        )
 
 
 class _CombinedBatches(torch.utils.data.Dataset):
@@ -114,11 +131,7 @@ class FixedShapeDataLoader(DataLoader):
                 raise ConfigurationError(f"data_loader.length_buckets: expected a non-empty list of ints >= 1, found {length_buckets!r}.")
             for bucket in length_buckets:
                 _require_int("length_buckets", bucket, minimum=1)
-        if not isinstance(instances, Sequence) or len(instances) == 0:
-            raise ConfigurationError(
-                f"data_loader.instances: expected a non-empty sequence of indexed instances, found "
-                f"{type(instances).__name__} of length {len(instances) if hasattr(instances, '__len__') else '?'}."
-            )
+        _require_instances(instances)
         self.batch_size = batch_size
         self.shuffle = shuffle
         self.drop_last = drop_last
@@ -130,6 +143,15 @@ class FixedShapeDataLoader(DataLoader):
         self._factor = 1
         self._epoch = 0
         self._warned_short_batch = False
+
+    def with_instances(self, instances: Sequence[Mapping[str, Any]]) -> "FixedShapeDataLoader":
+        """A loader with these settings (batch-size factor and epoch included) over other instances."""
+        _require_instances(instances)
+        other = copy.copy(self)
+        other._size = len(instances)
+        other._collator = Collator(pack_fields(instances), self._collator.max_length, self._collator.length_buckets)
+        other._warned_short_batch = False
+        return other
 
     @property
     def length_buckets(self) -> Optional[List[int]]:

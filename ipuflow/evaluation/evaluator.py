@@ -9,14 +9,30 @@ import torch
 from ipuflow.models.model import IGNORE_LABEL
 
 
-def real_row_count(batch: Mapping[str, Any]) -> int:
-    """Rows of a combined batch that are not padding (the loader sets every int scalar field of a
-    padding row to IGNORE_LABEL); every row when the batch has no int scalar field. The batch is on
-    the host, so counting does not synchronise the device."""
+def real_rows(batch: Mapping[str, Any]) -> torch.Tensor:
+    """A bool mask of the rows of a combined batch that are not padding (the loader sets every int
+    scalar field of a padding row to IGNORE_LABEL); all True when the batch has no such field. The
+    batch is on the host, so this does not synchronise the device."""
     for value in batch.values():
         if isinstance(value, torch.Tensor) and value.dim() == 1 and value.dtype in (torch.int64, torch.int32):
-            return int((value != IGNORE_LABEL).sum())
-    return int(next(iter(batch.values())).shape[0])
+            return value != IGNORE_LABEL
+    return torch.ones(next(iter(batch.values())).shape[0], dtype=torch.bool)
+
+
+def _summed_loss(result: Any, real: torch.Tensor) -> Optional[torch.Tensor]:
+    """The sum of the per-row losses of the real rows of one call, on the device.
+
+    With output mode `all` the outputs hold one loss per micro-batch (a mean over its real rows),
+    so weighting each by its real rows is exact even when padding fills whole micro-batches;
+    otherwise the call's mean loss is weighted by all its real rows.
+    """
+    per_slot = result.outputs.get("loss")
+    if isinstance(per_slot, torch.Tensor) and per_slot.dim() == 1 and real.shape[0] % per_slot.shape[0] == 0:
+        counts = real.view(per_slot.shape[0], -1).sum(dim=1).to(per_slot.device, non_blocking=True)
+        return (per_slot.detach().float() * counts).sum()
+    if result.loss is None:
+        return None
+    return result.loss.detach().float() * int(real.sum())
 
 
 def evaluate(
@@ -25,7 +41,7 @@ def evaluate(
     batches: Iterable[Mapping[str, torch.Tensor]],
     on_outputs: Optional[Callable[[Mapping[str, Any], Mapping[str, torch.Tensor]], None]] = None,
 ) -> Dict[str, float]:
-    """The model's metrics over `batches` plus the mean loss where targets are present.
+    """The model's metrics over `batches` plus the mean loss over the real (not padding) rows.
 
     `executor` is an inference executor (output mode `all`), so the outputs cover every row and
     metrics are exact. `on_outputs(outputs, batch)` sees each call's outputs (e.g. to write
@@ -39,10 +55,11 @@ def evaluate(
         model.update_metrics(result.outputs, batch)
         if on_outputs is not None:
             on_outputs(result.outputs, batch)
-        count = real_row_count(batch)
-        if result.loss is not None and count:
-            weighted = result.loss.detach().float() * count
-            loss_sum = weighted if loss_sum is None else loss_sum.add_(weighted)
+        real = real_rows(batch)
+        count = int(real.sum())
+        summed = _summed_loss(result, real) if count else None
+        if summed is not None:
+            loss_sum = summed if loss_sum is None else loss_sum.add_(summed)
             rows += count
     metrics = dict(model.get_metrics(reset=True))
     if loss_sum is not None and rows:

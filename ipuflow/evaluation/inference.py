@@ -18,10 +18,11 @@ def inference_executor_from_config(config: Params, model: Any, device: Optional[
     """
     from ipuflow.execution.executor import StepExecutor
 
-    trainer = config.get("trainer") or Params({})
-    executor_config: Dict[str, Any] = trainer.get("executor").as_dict() if isinstance(trainer.get("executor"), Params) else {}
-    if isinstance(trainer.get("executor"), str):
-        executor_config = {"type": trainer.get("executor")}
+    trainer = config.get("trainer")
+    executor = trainer.get("executor") if isinstance(trainer, Params) else None
+    if isinstance(executor, str):
+        executor = Params({"type": executor})
+    executor_config: Dict[str, Any] = executor.as_dict() if isinstance(executor, Params) else {}
     if device is not None:
         if executor_config.get("type", "native") != "native":
             from ipuflow.config import ConfigurationError
@@ -29,7 +30,6 @@ def inference_executor_from_config(config: Params, model: Any, device: Optional[
             raise ConfigurationError(f"--device applies to the native executor; this model's executor is "
                                      f"{executor_config['type']!r}.")
         executor_config["device"] = device
-    # Compilation pays off over many identical training steps, less so for one evaluation pass.
     return StepExecutor.from_params(Params(executor_config, history="trainer.executor."), model=model, training=False)
 
 

@@ -9,7 +9,7 @@ import platform
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 from ipuflow.config import ConfigurationError, Params
 from ipuflow.version import VERSION
@@ -104,7 +104,7 @@ class _ConsoleFilter(logging.Filter):
         return record.levelno >= logging.WARNING or not record.name.startswith("ipuflow.config")
 
 
-def configure_logging(log_file: Path = None, file_friendly: bool = False) -> None:
+def configure_logging(log_file: Optional[Path] = None, file_friendly: bool = False) -> None:
     """Log INFO to stderr (config values excepted) and everything at INFO to `log_file` if given."""
     root = logging.getLogger()
     root.setLevel(logging.INFO)

@@ -39,6 +39,7 @@ class BatchPredictor:
         self.vocab = vocab
         self.batch_size = batch_size
         self.combined_batch_size = micro_batch_size_from_config(config, batch_size) * executor.batch_size_factor
+        self._loader: Any = None  # built from the config for the first batch, then reused
 
     def predict(self, inputs: List[Mapping[str, Any]]) -> List[Dict[str, Any]]:
         """Predictions for JSON `inputs` (at most one combined batch is padded)."""
@@ -54,8 +55,12 @@ class BatchPredictor:
         return results
 
     def _run(self, indexed: List[Mapping[str, Any]], chunk: List[Mapping[str, Any]]) -> List[Dict[str, Any]]:
-        loader = loader_from_config(self.config, indexed, self.batch_size)
-        loader.set_batch_size_factor(self.executor.batch_size_factor)
+        if self._loader is None:
+            self._loader = loader_from_config(self.config, indexed, self.batch_size)
+            self._loader.set_batch_size_factor(self.executor.batch_size_factor)
+            loader = self._loader
+        else:
+            loader = self._loader.with_instances(indexed)
         predictions: List[Dict[str, Any]] = []
         with torch.no_grad():
             for batch in loader:

@@ -28,14 +28,15 @@ class Predictor(Registrable):
 
     def to_json(self, outputs: Dict[str, Any], inputs: Mapping[str, Any]) -> Dict[str, Any]:
         """The JSON prediction for one input from its human-readable model outputs."""
-        return {key: _jsonable(value) for key, value in outputs.items()}
+        return {key: to_jsonable(value) for key, value in outputs.items()}
 
 
-def _jsonable(value: Any) -> Any:
+def to_jsonable(value: Any) -> Any:
+    """`value` with tensors and arrays turned into lists, so that `json.dumps` accepts it."""
     if hasattr(value, "tolist"):
         return value.tolist()
     if isinstance(value, dict):
-        return {str(key): _jsonable(item) for key, item in value.items()}
+        return {str(key): to_jsonable(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_jsonable(item) for item in value]
+        return [to_jsonable(item) for item in value]
     return value

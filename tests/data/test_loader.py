@@ -181,3 +181,20 @@ def test_built_from_config_with_the_instances_injected():
     assert isinstance(loader, FixedShapeDataLoader) and len(loader) == 4 and loader.length_buckets == [4, 8]
     with pytest.raises(ConfigurationError, match="batch_size"):
         DataLoader.from_params(Params({"batch_size": 0}), instances=text_instances(3))
+
+
+def test_with_instances_keeps_every_setting_and_batches_the_new_instances():
+    first, second = text_instances(8, seed=1), text_instances(5, seed=2)
+    loader = FixedShapeDataLoader(first, batch_size=2, max_length=6, pad_on_batch_axis=True)
+    loader.set_batch_size_factor(2)
+    other = loader.with_instances(second)
+    assert (other.combined_batch_size, len(other), len(loader)) == (4, 2, 2)
+    reference = FixedShapeDataLoader(second, batch_size=2, max_length=6, pad_on_batch_axis=True)
+    reference.set_batch_size_factor(2)
+    for got, expected in zip(other, reference):
+        assert set(got) == set(expected)
+        for key in got:
+            assert torch.equal(got[key], expected[key])
+    assert [batch["label"].tolist() for batch in loader][0] == [instance["label"] for instance in first[:4]]
+    with pytest.raises(ConfigurationError, match="non-empty"):
+        loader.with_instances([])
