@@ -7,7 +7,7 @@ from typing import Dict, Tuple
 
 import click
 
-from ipuflow.commands.cli import debug_option, include_package_option
+from ipuflow.commands.cli import EXIT_RUNTIME_ERROR, debug_option, include_package_option, report_error
 from ipuflow.config import ConfigurationError
 
 
@@ -36,7 +36,7 @@ def parse_ext_vars(pairs: Tuple[str, ...]) -> Dict[str, str]:
 @include_package_option
 @debug_option
 def train(config_file: str, serialization_dir: str, recover: bool, force: bool, overrides: str, dry_run: bool,
-          file_friendly_logging: bool, ext_var: Tuple[str, ...], include_package: Tuple[str, ...]) -> None:
+          file_friendly_logging: bool, ext_var: Tuple[str, ...], include_package: Tuple[str, ...]) -> int:
     """Train the experiment in CONFIG (.jsonnet, .json or .yaml), writing everything to DIR."""
     from ipuflow.experiment.run import train_model_from_file
     from ipuflow.training.interruption import TrainingInterrupted
@@ -48,7 +48,8 @@ def train(config_file: str, serialization_dir: str, recover: bool, force: bool, 
             file_friendly_logging=file_friendly_logging,
         )
     except TrainingInterrupted as interrupted:
-        raise click.ClickException(str(interrupted)) from None
+        return report_error(str(interrupted), EXIT_RUNTIME_ERROR)
     if dry_run:
         click.echo("Dry run: every object was built; nothing was trained.")
         click.echo(json.dumps(result, indent=2))
+    return 0

@@ -91,7 +91,26 @@ class FromParams:
             constructor_to_inspect = constructor_to_inspect or cls.__init__
         constructor_to_inspect = constructor_to_inspect or constructor_to_call
         kwargs = build_arguments(cls, constructor_to_inspect, params, extras)
-        return constructor_to_call(**kwargs)
+        try:
+            return constructor_to_call(**kwargs)
+        except ConfigurationError as error:
+            rooted = _rooted_message(str(error), params.history)
+            if rooted is None:
+                raise
+            raise ConfigurationError(rooted) from error
+
+
+def _rooted_message(message: str, history: str) -> Optional[str]:
+    """A constructor's own error names its keys from where the class is usually configured
+    (``executor.device_iterations``); give it the full path of where it is configured this time
+    (``trainer.executor.device_iterations``). None when the message needs no change."""
+    path = history.rstrip(".")
+    if "." not in path or message.startswith(history):
+        return None
+    last = path.rpartition(".")[2]
+    if not message.startswith(f"{last}.") and not message.startswith(f"{last}:"):
+        return None
+    return path[: -len(last)] + message
 
 
 def _as_params(params: Any, cls: type) -> Params:

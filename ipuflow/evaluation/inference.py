@@ -50,13 +50,22 @@ def micro_batch_size_from_config(config: Params, batch_size: Optional[int] = Non
     return configured
 
 
-def loader_from_config(config: Params, instances: Sequence[Mapping[str, Any]], batch_size: Optional[int] = None) -> Any:
-    """A non-shuffling loader over `instances` that pads the last combined batch, from the config's
-    `validation_data_loader` (or `data_loader`) block; `batch_size` replaces the micro-batch size."""
+def evaluation_loader(loader_params: Params, instances: Sequence[Mapping[str, Any]],
+                      batch_size: Optional[int] = None) -> Any:
+    """A loader for scoring or predicting `instances` from a loader config: in order, and padding the
+    last combined batch instead of dropping it, so that every instance gets an output.
+    `batch_size` replaces the micro-batch size."""
     from ipuflow.data.loader import DataLoader
 
-    loader_config = _loader_config(config)
-    loader_config.update({"shuffle": False, "pad_on_batch_axis": True})
+    params = loader_params.duplicate()
+    params["shuffle"] = False
+    params["pad_on_batch_axis"] = True
     if batch_size is not None:
-        loader_config["batch_size"] = batch_size
-    return DataLoader.from_params(Params(loader_config, history="data_loader."), instances=list(instances))
+        params["batch_size"] = batch_size
+    return DataLoader.from_params(params, instances=list(instances))
+
+
+def loader_from_config(config: Params, instances: Sequence[Mapping[str, Any]], batch_size: Optional[int] = None) -> Any:
+    """An evaluation loader over `instances` from the config's `validation_data_loader` (or
+    `data_loader`) block."""
+    return evaluation_loader(Params(_loader_config(config), history="data_loader."), instances, batch_size)

@@ -16,6 +16,7 @@ from ipuflow.data.loader import DataLoader
 from ipuflow.data.readers import DatasetReader
 from ipuflow.data.vocabulary import Vocabulary
 from ipuflow.evaluation.evaluator import evaluate
+from ipuflow.evaluation.inference import evaluation_loader
 from ipuflow.evaluation.postprocessor import Postprocessor
 from ipuflow.experiment.serialization_dir import VOCABULARY_DIR
 from ipuflow.models.model import Model
@@ -130,16 +131,9 @@ class TrainModel(Registrable):
         indexed = {name: [instance.index(vocab) for instance in instances] for name, instances in datasets.items()}
 
         train_loader = data_loader.construct(instances=indexed["train"])
-        # Evaluation must see every instance: pad the last combined batch instead of dropping it.
-        evaluation_loader = validation_data_loader or data_loader
-        validation_loader = (
-            evaluation_loader.construct(instances=indexed["validation"], shuffle=False, pad_on_batch_axis=True)
-            if "validation" in indexed else None
-        )
-        test_loader = (
-            evaluation_loader.construct(instances=indexed["test"], shuffle=False, pad_on_batch_axis=True)
-            if "test" in indexed else None
-        )
+        evaluation_config = (validation_data_loader or data_loader).params
+        validation_loader = evaluation_loader(evaluation_config, indexed["validation"]) if "validation" in indexed else None
+        test_loader = evaluation_loader(evaluation_config, indexed["test"]) if "test" in indexed else None
         built_trainer = trainer.construct(
             model=built_model,
             serialization_dir=serialization_dir,

@@ -231,3 +231,25 @@ def test_injected_only_types_cannot_be_written_in_a_config():
         NeedsObject.from_params(Params({"thing": {"a": 1}}))
     error = ValueError()
     assert NeedsObject.from_params(Params({}), thing=error).thing is error
+
+
+def test_a_constructors_own_error_gets_the_full_key_path():
+    class Engine(FromParams):
+        def __init__(self, cylinders: int = 4) -> None:
+            if cylinders < 1:
+                raise ConfigurationError(f"engine.cylinders: expected at least 1, found {cylinders}.")
+
+    class Car(FromParams):
+        def __init__(self, engine: Engine) -> None:
+            self.engine = engine
+
+    class Garage(FromParams):
+        def __init__(self, car: Car) -> None:
+            self.car = car
+
+    with pytest.raises(ConfigurationError) as error:
+        Garage.from_params(Params({"car": {"engine": {"cylinders": 0}}}))
+    assert str(error.value) == "car.engine.cylinders: expected at least 1, found 0."
+    with pytest.raises(ConfigurationError) as error:
+        Engine.from_params(Params({"cylinders": 0}))
+    assert str(error.value) == "engine.cylinders: expected at least 1, found 0."
