@@ -13,11 +13,14 @@ Semantics are poptorch's for every backend (design.md §5):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar, Dict, Mapping, Optional
+from typing import TYPE_CHECKING, Any, ClassVar, Dict, Mapping, Optional
 
 import torch
 
 from ipuflow.config import Registrable
+
+if TYPE_CHECKING:
+    from ipuflow.execution.options import ExecutionOptions
 
 Batch = Mapping[str, Any]
 """A combined batch: tensor values with dim 0 = the combined batch size, passed as model(**batch)."""
@@ -56,6 +59,11 @@ class StepExecutor(Registrable):
     @property
     def training(self) -> bool:
         """Whether calls train (forward, backward, update) or only run forward."""
+        raise NotImplementedError
+
+    @property
+    def options(self) -> "ExecutionOptions":
+        """The validated options shared by every backend (batching, precision, loss scaling)."""
         raise NotImplementedError
 
     @property

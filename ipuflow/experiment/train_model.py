@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import random
 import time
@@ -18,6 +19,7 @@ from ipuflow.data.vocabulary import Vocabulary
 from ipuflow.evaluation.evaluator import evaluate
 from ipuflow.evaluation.inference import evaluation_loader
 from ipuflow.evaluation.postprocessor import Postprocessor
+from ipuflow.execution.executor import StepExecutor
 from ipuflow.experiment.serialization_dir import VOCABULARY_DIR
 from ipuflow.models.model import Model
 from ipuflow.training.trainer import Trainer
@@ -165,12 +167,23 @@ class TrainModel(Registrable):
             "vocabulary": {namespace: self.vocab.get_vocab_size(namespace) for namespace in self.vocab.get_namespaces()},
             "parameters": parameters,
             "trainable_parameters": trainable,
-            "executor": type(executor).__name__,
+            "executor": self._executor_plan(executor),
             "batch_size_factor": executor.batch_size_factor,
             "combined_batch_size": loader.combined_batch_size,
             "host_calls_per_epoch": len(loader),
             "optimizer_updates_per_epoch": len(loader) * executor.updates_per_call,
         }
+
+
+    @staticmethod
+    def _executor_plan(executor: Any) -> Dict[str, Any]:
+        """The executor's backend, device and batching options, as `--dry-run` shows them."""
+        options = dataclasses.asdict(executor.options)
+        plan = {"backend": StepExecutor.registered_name(type(executor)) or type(executor).__name__,
+                "device": str(executor.device)}
+        plan.update({key: value for key, value in options.items() if value is not None and key != "training"})
+        plan["optimizer_updates_per_call"] = executor.updates_per_call
+        return plan
 
 
 TrainModel.register("default", constructor="from_partial_objects")(TrainModel)

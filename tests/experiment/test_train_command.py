@@ -79,6 +79,8 @@ def test_dry_run_builds_everything_and_writes_nothing(tiny_config_file, tmp_path
     assert report["datasets"] == {"train": 48, "validation": 18, "test": 10}
     assert report["vocabulary"]["labels"] == 2 and report["parameters"] > 0
     assert report["host_calls_per_epoch"] == 12
+    assert report["executor"]["backend"] == "native" and report["executor"]["device"] == "cpu"
+    assert report["executor"]["device_iterations"] == 1 and report["executor"]["precision"] == "fp32"
 
 
 def test_directory_rules(tiny_config_file, tiny_data, tmp_path, capsys):
