@@ -136,3 +136,39 @@ def test_predict_with_a_missing_archive_or_input_is_a_clear_error(trained_run, t
     assert run(["predict", str(tmp_path / "nope.tar.gz"), "-"]) == 2
     assert "does not exist" in capsys.readouterr().err
     assert run(["predict", str(trained_run), str(tmp_path / "missing.jsonl")]) == 2
+
+
+def test_evaluate_with_a_postprocessor_scores_documents_from_their_windows(trained_run, tmp_path, capsys):
+    windows = [
+        {"doc": "d1", "text": "the film was superb", "label": "pos"},
+        {"doc": "d1", "text": "a plot and very dull", "label": "pos"},
+        {"doc": "d1", "text": "lovely movie", "label": "pos"},
+        {"doc": "d2", "text": "awful and tedious", "label": "neg"},
+        {"doc": "d2", "text": "the plot was fine", "label": "neg"},
+        {"doc": "d3", "text": "witty film", "label": "neg"},
+    ]
+    path = write_jsonl(tmp_path / "windows.jsonl", windows)
+    overrides = '{"dataset_reader.id_key": "doc", "postprocessor": {"type": "grouped_vote"}}'
+    predictions_path = tmp_path / "documents.jsonl"
+    assert run(["evaluate", str(trained_run), str(path), "-o", overrides,
+                "--predictions-output-file", str(predictions_path)]) == 0
+    metrics = json.loads(capsys.readouterr().out)
+
+    archive = load_archive(trained_run)
+    mean_probs = {}
+    for window in windows:
+        indexed = archive.dataset_reader.instance_from_json(window).index(archive.vocab)
+        batch = {"tokens": torch.tensor([indexed["tokens"]]),
+                 "tokens_mask": torch.ones(1, len(indexed["tokens"]), dtype=torch.bool)}
+        with torch.no_grad():
+            probs = archive.model(**batch)["probs"][0]
+        mean_probs.setdefault(window["doc"], []).append(probs)
+    gold = {"d1": "pos", "d2": "neg", "d3": "neg"}
+    right = sum(
+        archive.vocab.get_token_from_index(int(torch.stack(probs).mean(0).argmax()), "labels") == gold[doc]
+        for doc, probs in mean_probs.items()
+    )
+    assert metrics["grouped_accuracy"] == pytest.approx(right / 3)
+    documents = [json.loads(line) for line in predictions_path.read_text().splitlines()]
+    assert [document["id"] for document in documents] == ["d1", "d2", "d3"]
+    assert [document["gold"] for document in documents] == ["pos", "neg", "neg"]

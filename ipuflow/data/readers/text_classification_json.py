@@ -40,7 +40,7 @@ class TextClassificationJsonReader(DatasetReader):
 
     `text_key` and `label_key` name the keys; a file labels every record or none (unlabelled files
     are for prediction). Texts are cut to `max_tokens` tokens; `keep_text` keeps the raw text as
-    metadata for predictions.
+    metadata for predictions; with `id_key`, each record's id is kept as the metadata field `id`.
     """
 
     def __init__(
@@ -52,6 +52,7 @@ class TextClassificationJsonReader(DatasetReader):
         max_tokens: Optional[int] = None,
         label_namespace: str = "labels",
         keep_text: bool = True,
+        id_key: Optional[str] = None,
     ) -> None:
         super().__init__(max_instances=max_instances)
         if max_tokens is not None and max_tokens < 1:
@@ -62,6 +63,7 @@ class TextClassificationJsonReader(DatasetReader):
         self.max_tokens = max_tokens
         self.label_namespace = label_namespace
         self.keep_text = keep_text
+        self.id_key = id_key
 
     def _read(self, path: Path) -> Iterator[Instance]:
         labels = LabelPresence(path, self.label_key)
@@ -76,7 +78,11 @@ class TextClassificationJsonReader(DatasetReader):
         if not isinstance(text, str):
             raise ConfigurationError(f"{where}: the text {self.text_key!r} must be a string, found {text!r}.")
         label = check_label(record[self.label_key], where, self.label_key) if self.label_key in record else None
-        return self.text_to_instance(text, label)
+        instance = self.text_to_instance(text, label)
+        if self.id_key is not None:
+            # Kept as metadata so that a postprocessor (e.g. grouped_vote) can regroup windows of one document.
+            instance.add_field("id", MetadataField(require_key(dict(record), self.id_key, where)))
+        return instance
 
     def text_to_instance(self, text: str, label: Union[str, int, None] = None) -> Instance:  # type: ignore[override]
         """An instance of `text` and, if given, its `label`."""
