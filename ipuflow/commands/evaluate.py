@@ -33,6 +33,7 @@ def evaluate_archive(archive_path: str, input_paths: List[str], batch_size: Opti
         instances = archive.validation_dataset_reader.read(path)
         loader = loader_from_config(config, [instance.index(archive.vocab) for instance in instances], batch_size)
         loader.set_batch_size_factor(executor.batch_size_factor)
+        executor.compile_for(loader)
         outputs: List[Dict[str, Any]] = []
 
         def collect(batch_outputs: Any, batch: Any) -> None:

@@ -7,6 +7,7 @@ a few vectorised gathers rather than a Python loop over instances and elements.
 
 from __future__ import annotations
 
+import itertools
 import numbers
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence
@@ -152,17 +153,25 @@ class Collator:
             return self.length_buckets[-1]
         return self._dataset_longest[field.name]
 
-    def __call__(self, indices: numpy.ndarray, rows: int) -> Dict[str, torch.Tensor]:
+    def sequence_lengths(self) -> List[Dict[str, int]]:
+        """Every combination of padded lengths that batches can have, one dict per combination."""
+        sequences = [field.name for field in self.fields if field.kind == INT_SEQUENCE]
+        if self.max_length is not None or self.length_buckets is None:
+            return [{name: self.max_length or self._dataset_longest[name] for name in sequences}]
+        return [dict(zip(sequences, lengths)) for lengths in itertools.product(self.length_buckets, repeat=len(sequences))]
+
+    def __call__(self, indices: numpy.ndarray, rows: int, lengths: Optional[Dict[str, int]] = None) -> Dict[str, torch.Tensor]:
         """The batch of instances `indices`, padded on the batch axis to `rows` rows.
 
         Padding rows are zeros (masks False) with int scalar fields set to `IGNORE_LABEL`, so
-        models leave them out of the loss and metrics.
+        models leave them out of the loss and metrics. `lengths` forces the padded length of token-id
+        fields (for compiling an executor for every shape).
         """
         batch: Dict[str, torch.Tensor] = {}
         real = len(indices)
         for field in self.fields:
             if field.kind == INT_SEQUENCE:
-                length = self.padded_length(field, indices)
+                length = lengths[field.name] if lengths is not None else self.padded_length(field, indices)
                 lengths = numpy.minimum(field.lengths[indices], length)  # type: ignore[index]
                 positions = numpy.arange(length, dtype=numpy.int64)
                 mask = numpy.zeros((rows, length), dtype=bool)

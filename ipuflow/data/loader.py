@@ -57,6 +57,11 @@ class DataLoader(Registrable):
         """The combined batches of the current epoch from batch `start` on (for mid-epoch resume)."""
         raise NotImplementedError
 
+    def shape_samples(self) -> List[Batch]:
+        """One combined batch of each shape this loader can yield (one per length bucket), for
+        compiling an executor for all of them up front; none if it yields no batch at all."""
+        raise NotImplementedError
+
     def with_instances(self, instances: Sequence[Mapping[str, Any]]) -> "DataLoader":
         """A loader with these settings (batch-size factor included) over other instances.
 
@@ -143,6 +148,15 @@ class FixedShapeDataLoader(DataLoader):
         self._factor = 1
         self._epoch = 0
         self._warned_short_batch = False
+
+    def shape_samples(self) -> List[Batch]:
+        """One combined batch of each shape this loader can yield (one per length bucket), for
+        compiling an executor for all of them up front; none if it yields no batch at all."""
+        rows = self.combined_batch_size
+        if self._size < rows and not self.pad_on_batch_axis:
+            return []  # drop_last leaves no batch; without it the only batch is short and rejected anyway
+        indices = numpy.arange(min(self._size, rows))
+        return [self._collator(indices, rows, lengths) for lengths in self._collator.sequence_lengths()]
 
     def with_instances(self, instances: Sequence[Mapping[str, Any]]) -> "FixedShapeDataLoader":
         """A loader with these settings (batch-size factor and epoch included) over other instances."""

@@ -93,6 +93,18 @@ class StepExecutor(Registrable):
         """Run one host call on a combined batch, compiling first if needed."""
         raise NotImplementedError
 
+    def accepts(self, batch: Batch) -> bool:
+        """Whether `batch` has a compiled signature (a call would run without compiling)."""
+        raise NotImplementedError
+
+    def compile_for(self, loader: Any) -> None:
+        """Compile for every batch shape `loader` can yield (one per length bucket) before the first
+        call, so that a later bucket is not mistaken for a wrong input. A backend that holds one
+        executable raises here, at the start, when the loader has several shapes."""
+        for sample in loader.shape_samples():
+            if not self.accepts(sample):
+                self.compile(sample)
+
     def set_optimizer(self, optimizer: torch.optim.Optimizer) -> None:
         """Send the optimizer's current hyperparameters (e.g. a new learning rate) to the device."""
         raise NotImplementedError

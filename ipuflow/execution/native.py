@@ -224,6 +224,10 @@ class NativeExecutor(StepExecutor):
             self._forward = torch.compile(self._model, **options)
         self._attached = True
 
+    def accepts(self, batch: Batch) -> bool:
+        """Whether `batch` has a compiled signature (a call would run without compiling)."""
+        return self._spec is not None and self._spec.matches(batch)
+
     def __call__(self, batch: Batch) -> StepResult:
         """Run one host call on a combined batch (CPU tensors), compiling first if needed."""
         spec = self._spec

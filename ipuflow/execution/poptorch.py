@@ -302,6 +302,10 @@ class PoptorchExecutor(StepExecutor):
         self._place_layers()
         self._poplar.compile(**sample_batch)
 
+    def accepts(self, batch: Batch) -> bool:
+        """Whether `batch` has the compiled signature (a call would run without compiling)."""
+        return self._spec is not None and self._poplar.isCompiled() and self._spec.matches(batch)
+
     def __call__(self, batch: Batch) -> StepResult:
         """Run one host call on a combined batch of CPU tensors, compiling first if needed."""
         spec = self._spec

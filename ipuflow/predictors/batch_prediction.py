@@ -58,6 +58,7 @@ class BatchPredictor:
         if self._loader is None:
             self._loader = loader_from_config(self.config, indexed, self.batch_size)
             self._loader.set_batch_size_factor(self.executor.batch_size_factor)
+            self.executor.compile_for(self._loader)  # later batches have these shapes too
             loader = self._loader
         else:
             loader = self._loader.with_instances(indexed)

@@ -366,6 +366,10 @@ class GradientDescentTrainer(Trainer):
             self._interrupts = interrupts
             try:
                 self._restore_checkpoint()
+                # Every length bucket is compiled now, so that a later bucket is not taken for a bad input.
+                self.executor.compile_for(self.data_loader)
+                if self.validation_executor is not None and self.validation_data_loader is not None:
+                    self.validation_executor.compile_for(self.validation_data_loader)
                 for callback in self._callbacks:
                     callback.on_start(self, is_primary=True)
                 for epoch_callback in self._epoch_callbacks:

@@ -198,3 +198,19 @@ def test_with_instances_keeps_every_setting_and_batches_the_new_instances():
     assert [batch["label"].tolist() for batch in loader][0] == [instance["label"] for instance in first[:4]]
     with pytest.raises(ConfigurationError, match="non-empty"):
         loader.with_instances([])
+
+
+def test_shape_samples_give_one_full_batch_per_bucket():
+    instances = [{"tokens": [1] * length, "label": length % 2} for length in (3, 2, 7, 5, 20, 1)]
+    bucketed = FixedShapeDataLoader(instances, batch_size=2, length_buckets=[8, 4, 16])
+    bucketed.set_batch_size_factor(2)
+    samples = bucketed.shape_samples()
+    assert [tuple(sample["tokens"].shape) for sample in samples] == [(4, 4), (4, 8), (4, 16)]
+    assert all(set(sample) == {"tokens", "tokens_mask", "label"} for sample in samples)
+    fixed = FixedShapeDataLoader(instances, batch_size=2, max_length=6)
+    assert [tuple(sample["tokens"].shape) for sample in fixed.shape_samples()] == [(2, 6)]
+    too_few = FixedShapeDataLoader(instances, batch_size=8, max_length=6)
+    assert too_few.shape_samples() == []
+    padded = FixedShapeDataLoader(instances, batch_size=8, max_length=6, pad_on_batch_axis=True)
+    (sample,) = padded.shape_samples()
+    assert sample["label"].tolist()[6:] == [IGNORE_LABEL, IGNORE_LABEL]

@@ -174,3 +174,17 @@ def test_a_custom_model_registered_in_an_included_package_trains(tiny_data, tmp_
     assert (tmp_path / "custom_run" / "model.tar.gz").is_file()
     resolved = Params(json.loads((tmp_path / "custom_run" / "config.json").read_text()))
     assert resolved["model"]["type"] == "mean_of_embeddings_for_test"
+
+
+def test_length_buckets_train_validate_and_evaluate(tiny_data, tmp_path, capsys):
+    config = tiny_config(tiny_data)
+    config["data_loader"] = {"batch_size": 4, "shuffle": True, "length_buckets": [2, 4, 8]}
+    config["trainer"]["num_epochs"] = 2
+    path = tmp_path / "buckets.json"
+    path.write_text(json.dumps(config))
+    assert run(["train", str(path), "-s", str(tmp_path / "bucketed")]) == 0
+    metrics = json.loads((tmp_path / "bucketed" / "metrics.json").read_text())
+    assert "validation_accuracy" in metrics and "test_accuracy" in metrics
+    capsys.readouterr()
+    assert run(["evaluate", str(tmp_path / "bucketed"), str(tiny_data / "test.jsonl")]) == 0
+    assert json.loads(capsys.readouterr().out)["accuracy"] == pytest.approx(metrics["test_accuracy"])
