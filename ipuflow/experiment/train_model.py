@@ -125,9 +125,15 @@ class TrainModel(Registrable):
                 f"datasets_for_vocab_creation: {unknown} are not among the datasets this config reads "
                 f"({', '.join(datasets)})."
             )
-        vocab_instances = [instance for name in for_vocab for instance in datasets[name]]
-        vocab = vocabulary.construct(instances=vocab_instances)
-        vocab.save_to_files(str(directory / VOCABULARY_DIR))
+        vocab_dir = directory / VOCABULARY_DIR
+        if vocab_dir.is_dir() and any(vocab_dir.iterdir()):
+            # Recovering a run: keep its vocabulary, so that token ids match its checkpoints even if
+            # the data files have changed since.
+            vocab = Vocabulary.from_files(str(vocab_dir))
+            logger.info("Loaded the run's vocabulary from %s", vocab_dir)
+        else:
+            vocab = vocabulary.construct(instances=[instance for name in for_vocab for instance in datasets[name]])
+            vocab.save_to_files(str(vocab_dir))
 
         built_model = model.construct(vocab=vocab, serialization_dir=serialization_dir)
         indexed = {name: [instance.index(vocab) for instance in instances] for name, instances in datasets.items()}

@@ -188,3 +188,24 @@ def test_length_buckets_train_validate_and_evaluate(tiny_data, tmp_path, capsys)
     capsys.readouterr()
     assert run(["evaluate", str(tmp_path / "bucketed"), str(tiny_data / "test.jsonl")]) == 0
     assert json.loads(capsys.readouterr().out)["accuracy"] == pytest.approx(metrics["test_accuracy"])
+
+
+def test_recover_keeps_the_runs_vocabulary_when_the_data_changed(tiny_data, tmp_path):
+    import shutil
+
+    data = tmp_path / "data"
+    shutil.copytree(tiny_data, data)
+    config = tiny_config(data)
+    config["trainer"]["num_epochs"] = 1
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    run_dir = tmp_path / "run"
+    assert run(["train", str(path), "-s", str(run_dir)]) == 0
+    tokens_before = (run_dir / "vocabulary" / "tokens.txt").read_text()
+    with open(data / "train.jsonl", "a") as handle:
+        handle.write(json.dumps({"text": "brand new words nobody saw", "label": "pos"}) + "\n")
+    assert run(["train", str(path), "-s", str(run_dir), "--recover"]) == 0
+    assert (run_dir / "vocabulary" / "tokens.txt").read_text() == tokens_before
+    archive = load_archive(run_dir / "model.tar.gz")
+    assert archive.vocab.get_token_index("brand", "tokens") == archive.vocab.get_token_index("@@UNKNOWN@@", "tokens")
+    assert archive.model.embedding.num_embeddings == archive.vocab.get_vocab_size("tokens")
