@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Dict, Optional
+from typing import Any, Dict, Optional
 
 import torch
 
@@ -29,4 +29,13 @@ class Metric(Registrable):
 
     def reset(self) -> None:
         """Forget everything accumulated."""
+        raise NotImplementedError
+
+    def state_dict(self) -> Dict[str, Any]:
+        """What has been accumulated, as plain containers and CPU tensors (checkpointed by the
+        trainer, so a run resumed mid-epoch reports the same metrics as one that was not stopped)."""
+        raise NotImplementedError
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        """Continue from what `state_dict` returned."""
         raise NotImplementedError

@@ -66,6 +66,16 @@ class Classifier(Model):
                 values[f"{name}_{suffix}" if suffix else name] = float(value)
         return values
 
+    def metrics_state_dict(self) -> Dict[str, Any]:
+        """Each metric's accumulated state, by the metric's name."""
+        return {name: metric.state_dict() for name, metric in self.metrics.items()}
+
+    def load_metrics_state_dict(self, state: Dict[str, Any]) -> None:
+        """Continue each metric from its saved state."""
+        for name, metric in self.metrics.items():
+            if name in state:
+                metric.load_state_dict(state[name])
+
     def make_output_human_readable(self, outputs: Dict[str, torch.Tensor]) -> Dict[str, Any]:
         """Per-instance lists: `label` (the most probable class's label) and `probs`."""
         probs = outputs["probs"].detach().float().cpu()

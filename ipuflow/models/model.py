@@ -35,6 +35,14 @@ class Model(torch.nn.Module, Registrable):
         """Metrics accumulated since the last reset."""
         return {}
 
+    def metrics_state_dict(self) -> Dict[str, Any]:
+        """The metrics' accumulated state as plain containers and CPU tensors, so that a run
+        resumed mid-epoch reports the same metrics as one that was not stopped."""
+        return {}
+
+    def load_metrics_state_dict(self, state: Dict[str, Any]) -> None:
+        """Continue accumulating from what `metrics_state_dict` returned."""
+
     def make_output_human_readable(self, outputs: Dict[str, torch.Tensor]) -> Dict[str, Any]:
         """Turn a batch of outputs into per-instance, JSON-friendly values (labels for ids, ...)."""
         return {key: value.tolist() if isinstance(value, torch.Tensor) else value for key, value in outputs.items()}

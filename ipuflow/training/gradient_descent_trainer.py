@@ -680,6 +680,7 @@ class GradientDescentTrainer(Trainer):
             "momentum_scheduler": self._momentum_scheduler.state_dict() if self._momentum_scheduler else None,
             "moving_average": self._moving_average.state_dict() if self._moving_average else None,
             "callbacks": [callback.state_dict() for callback in self._callbacks],
+            "model_metrics": self.model.metrics_state_dict(),
             "checkpointer": self._checkpointer.state_dict() if self._checkpointer is not None else None,
             "data_loader": self.data_loader.state_dict() if hasattr(self.data_loader, "state_dict") else None,
             "rng": {"python": _python_rng_state(), "numpy": _numpy_rng_state(), "torch": torch.get_rng_state()},
@@ -743,6 +744,7 @@ class GradientDescentTrainer(Trainer):
             self._moving_average.load_state_dict(state["moving_average"])
         for callback, callback_state in zip(self._callbacks, state.get("callbacks", [])):
             callback.load_state_dict(callback_state)
+        self.model.load_metrics_state_dict(state.get("model_metrics", {}))
         if self._checkpointer is not None and state.get("checkpointer") is not None:
             self._checkpointer.load_state_dict(state["checkpointer"])
         if state.get("data_loader") is not None and hasattr(self.data_loader, "load_state_dict"):

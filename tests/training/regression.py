@@ -8,6 +8,7 @@ import numpy
 import torch
 
 from ipuflow.data.loader import FixedShapeDataLoader
+from ipuflow.metrics import MeanAbsoluteError
 from ipuflow.models.model import IGNORE_LABEL, Model
 
 
@@ -20,6 +21,7 @@ class LinearRegression(Model):
         self.dropout = torch.nn.Dropout(dropout)
         self._squared_error = 0.0
         self._count = 0
+        self.mae = MeanAbsoluteError()
 
     def forward(self, features: torch.Tensor, target: torch.Tensor, **_: torch.Tensor) -> Dict[str, torch.Tensor]:  # type: ignore[override]
         prediction = self.linear(self.dropout(features)).squeeze(-1)
@@ -29,12 +31,21 @@ class LinearRegression(Model):
         error = (outputs["prediction"].detach().cpu() - batch["target"]) ** 2
         self._squared_error += float(error.sum())
         self._count += int(error.numel())
+        self.mae(outputs["prediction"], batch["target"])
 
     def get_metrics(self, reset: bool = False) -> Dict[str, float]:
-        metrics = {"mse": self._squared_error / self._count} if self._count else {}
+        metrics = {"mse": self._squared_error / self._count, "mae": self.mae.get_metric()[""]} if self._count else {}
         if reset:
             self._squared_error, self._count = 0.0, 0
+            self.mae.reset()
         return metrics
+
+    def metrics_state_dict(self) -> Dict[str, Any]:
+        return {"squared_error": self._squared_error, "count": self._count, "mae": self.mae.state_dict()}
+
+    def load_metrics_state_dict(self, state: Dict[str, Any]) -> None:
+        self._squared_error, self._count = state["squared_error"], state["count"]
+        self.mae.load_state_dict(state["mae"])
 
 
 def regression_instances(count: int, num_features: int = 4, seed: int = 0, noise: float = 0.1) -> List[Dict[str, Any]]:

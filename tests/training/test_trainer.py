@@ -266,15 +266,15 @@ def test_default_callbacks_are_added_once(tmp_path):
     assert sorted(names) == ["ConsoleMetricsCallback", "ProgressCallback", "TensorBoardCallback"]
 
 
-def _resume_config(max_steps=None):
+def _resume_config(max_steps=None, output_mode="final"):
     config = {
         "num_epochs": 3,
         "optimizer": {"type": "adam", "lr": 0.01},
         "learning_rate_scheduler": {"type": "linear_with_warmup", "warmup_steps": 5},
         "moving_average": {"decay": 0.99},
-        # Output mode "final" (the default): the model's own training metrics are not checkpointed
-        # mid-epoch (the Model contract has no state for them), the loss is.
-        "executor": {"type": "native"},
+        # With output mode "all" the model's training metrics accumulate too, and their state
+        # travels in the checkpoint.
+        "executor": {"type": "native", "output_mode": output_mode},
         "checkpointer": {"keep_most_recent_by_count": None},
         "callbacks": ["track_epoch", {"type": "early_stopping", "patience": 5}],
     }
@@ -283,19 +283,19 @@ def _resume_config(max_steps=None):
     return config
 
 
-@pytest.mark.parametrize("stop_after", [5, 12, 19])
-def test_resume_is_bitwise_equal_to_an_uninterrupted_run(tmp_path, stop_after):
+@pytest.mark.parametrize("stop_after, output_mode", [(5, "final"), (12, "final"), (19, "final"), (5, "all")])
+def test_resume_is_bitwise_equal_to_an_uninterrupted_run(tmp_path, stop_after, output_mode):
     # 12 updates per epoch: 5 and 19 stop mid-epoch, 12 at an epoch end.
     uninterrupted = tmp_path / "uninterrupted"
-    build(uninterrupted, _resume_config(), dropout=0.2).train()
+    build(uninterrupted, _resume_config(output_mode=output_mode), dropout=0.2).train()
 
     resumed = tmp_path / "resumed"
-    first = build(resumed, _resume_config(max_steps=stop_after), dropout=0.2)
+    first = build(resumed, _resume_config(max_steps=stop_after, output_mode=output_mode), dropout=0.2)
     first.train()
     assert first.optimizer_updates == stop_after
     # A fresh process would start from other RNG states: scramble them before resuming.
     torch.manual_seed(1234)
-    second = build(resumed, _resume_config(), seed=99, dropout=0.2)
+    second = build(resumed, _resume_config(output_mode=output_mode), seed=99, dropout=0.2)
     second.train()
 
     for name in ("model_state_e3_b0.safetensors", "best.safetensors"):
@@ -305,3 +305,5 @@ def test_resume_is_bitwise_equal_to_an_uninterrupted_run(tmp_path, stop_after):
         for key in a:
             assert torch.equal(a[key], b[key]), (name, key)
     assert read_metrics(uninterrupted) == read_metrics(resumed)
+    if output_mode == "all":
+        assert "training_mae" in read_metrics(resumed)["metrics_epoch_0.json"]
