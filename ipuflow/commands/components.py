@@ -80,12 +80,17 @@ def _parameter_docs(constructor: Any, cls: type) -> Dict[str, str]:
             continue
         lines = inspect.cleandoc(source).splitlines()
         for index, line in enumerate(lines):
-            match = re.match(r"^\s*[`*]*(\w+)[`*]*\s*(?:\(.*?\))?\s*:\s*(.*)$", line)
-            if match and match.group(1) not in docs:
-                text = match.group(2).strip()
-                if not text and index + 1 < len(lines):
-                    text = lines[index + 1].strip()
-                docs[match.group(1)] = text
+            # `name: text`, ``name``/`name`/**name** (type): text, or a `name:` line followed by text.
+            match = re.match(r"^\s*(?:``(\w+)``|`(\w+)`|\*\*(\w+)\*\*|(\w+))\s*(?:\(.*?\))?\s*:(?:\s+(.*))?$", line)
+            if not match:
+                continue
+            name = next(group for group in match.groups()[:4] if group)
+            if name in docs:
+                continue
+            text = (match.group(5) or "").strip()
+            if not text and index + 1 < len(lines):
+                text = lines[index + 1].strip()
+            docs[name] = text
     return docs
 
 

@@ -404,7 +404,9 @@ def type_description(annotation: Any) -> str:
     if origin is tuple:
         return "a list of [" + ", ".join(type_description(a) for a in args) + "]"
     if origin in _DICT_ORIGINS:
-        return f"an object whose values are {_plural(type_description(args[1]))}" if len(args) == 2 else "an object"
+        if len(args) != 2 or args[1] is Any:
+            return "an object"
+        return f"an object whose values are {_plural(type_description(args[1]))}"
     if isinstance(annotation, type):
         from ipuflow.config.registrable import Registrable
 
