@@ -75,7 +75,9 @@ def _first_doc_line(text: Optional[str]) -> str:
 def _parameter_docs(constructor: Any, cls: type) -> Dict[str, str]:
     """First lines of per-parameter docs, from `name : type` / `name:` sections of docstrings."""
     docs: Dict[str, str] = {}
-    for source in (getattr(constructor, "__doc__", None), cls.__doc__, getattr(cls.__init__, "__doc__", None)):
+    # The class's own docs first, then its parents' (a `**kwargs` constructor takes their keys).
+    inherited = [klass.__dict__["__init__"].__doc__ for klass in cls.__mro__ if "__init__" in klass.__dict__]
+    for source in [getattr(constructor, "__doc__", None), cls.__doc__, *inherited]:
         if not source:
             continue
         lines = inspect.cleandoc(source).splitlines()

@@ -42,6 +42,25 @@ class StepResult:
     samples: int
 
 
+def require_optimizer_for(model: torch.nn.Module, optimizer: Optional[torch.optim.Optimizer], training: bool) -> None:
+    """A training executor needs an optimizer over the model's own parameters; inference takes none."""
+    from ipuflow.config import ConfigurationError
+
+    if not training:
+        if optimizer is not None:
+            raise ConfigurationError("An inference executor (training=False) takes no optimizer.")
+        return
+    if optimizer is None:
+        raise ConfigurationError(
+            "A training executor needs an optimizer: build it with optimizer=... (the trainer injects it)."
+        )
+    model_parameters = {id(parameter) for parameter in model.parameters()}
+    for group in optimizer.param_groups:
+        for parameter in group["params"]:
+            if id(parameter) not in model_parameters:
+                raise ConfigurationError("The executor's optimizer holds parameters that are not the model's.")
+
+
 class StepExecutor(Registrable):
     """Runs a model (and, in training, its optimizer) one combined batch per host call.
 
@@ -52,9 +71,60 @@ class StepExecutor(Registrable):
 
     default_implementation: ClassVar[Optional[str]] = "native"
 
-    # The concrete classes define __init__ with the shared options (device_iterations,
-    # gradient_accumulation, replication_factor, output_mode, output_period, precision,
-    # loss_scaling, auto_loss_scaling, max_grad_norm, seed) and their own.
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        optimizer: Optional[torch.optim.Optimizer] = None,
+        training: bool = True,
+        device_iterations: int = 1,
+        gradient_accumulation: int = 1,
+        replication_factor: int = 1,
+        output_mode: Optional[str] = None,
+        output_period: int = 1,
+        precision: str = "fp32",
+        loss_scaling: Optional[float] = None,
+        auto_loss_scaling: bool = False,
+        max_grad_norm: Optional[float] = None,
+        seed: Optional[int] = None,
+        inference_device_iterations: Optional[int] = None,
+        inference_replication_factor: Optional[int] = None,
+        inference_output_mode: Optional[str] = None,
+    ) -> None:
+        """The options every backend shares (each backend adds its own keys).
+
+        device_iterations: optimizer updates per host call (training), micro-batches per replica (inference).
+        gradient_accumulation: micro-batches per update; gradients are mean-reduced.
+        replication_factor: data-parallel replicas; each update sees all replicas' micro-batches.
+        output_mode: which micro-batches' outputs come back: final (training default), all (inference default), sum, every_n.
+        output_period: N for output_mode every_n.
+        precision: fp32, bf16 or fp16.
+        loss_scaling: a static loss scale (the initial one with auto_loss_scaling).
+        auto_loss_scaling: dynamic loss scaling: a non-finite gradient skips the update and lowers the scale.
+        max_grad_norm: global-norm clipping of the reduced gradient.
+        seed: seeds the device's random numbers (and torch's, as poptorch's randomSeed does).
+        inference_device_iterations: device_iterations of the inference executor (default: device_iterations).
+        inference_replication_factor: replication_factor of the inference executor.
+        inference_output_mode: output_mode of the inference executor (default: all).
+        """
+        from ipuflow.execution.options import ExecutionOptions
+
+        self._options = ExecutionOptions(
+            training=training,
+            device_iterations=device_iterations,
+            gradient_accumulation=gradient_accumulation,
+            replication_factor=replication_factor,
+            output_mode=output_mode,
+            output_period=output_period,
+            precision=precision,
+            loss_scaling=loss_scaling,
+            auto_loss_scaling=auto_loss_scaling,
+            max_grad_norm=max_grad_norm,
+            seed=seed,
+            inference_device_iterations=inference_device_iterations,
+            inference_replication_factor=inference_replication_factor,
+            inference_output_mode=inference_output_mode,
+        )
+        require_optimizer_for(model, optimizer, training)
 
     @property
     def training(self) -> bool:
@@ -64,7 +134,7 @@ class StepExecutor(Registrable):
     @property
     def options(self) -> "ExecutionOptions":
         """The validated options shared by every backend (batching, precision, loss scaling)."""
-        raise NotImplementedError
+        return self._options
 
     @property
     def batch_size_factor(self) -> int:

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import warnings
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple, Union
 
 import torch
 
 from ipuflow.config import ConfigurationError
-from ipuflow.execution.executor import Batch, StepExecutor, StepResult
+from ipuflow.execution.executor import Batch, StepExecutor, StepResult, require_optimizer_for
 from ipuflow.execution.input_spec import InputSpec
-from ipuflow.execution.options import ExecutionOptions
 from ipuflow.execution.precision import LossScaler, autocast_factory
 from ipuflow.execution.rng import get_rng_states, set_rng_states
 from ipuflow.execution.step_outputs import OutputCollector, find_loss
@@ -43,23 +43,6 @@ def resolve_device(device: str) -> torch.device:
     raise ConfigurationError(f"executor.device: expected 'auto', 'cpu', 'cuda' or 'cuda:N', found {device!r}.")
 
 
-def require_optimizer_for(model: torch.nn.Module, optimizer: Optional[torch.optim.Optimizer], training: bool) -> None:
-    """A training executor needs an optimizer over the model's own parameters; inference takes none."""
-    if not training:
-        if optimizer is not None:
-            raise ConfigurationError("An inference executor (training=False) takes no optimizer.")
-        return
-    if optimizer is None:
-        raise ConfigurationError(
-            "A training executor needs an optimizer: build it with optimizer=... (the trainer injects it)."
-        )
-    model_parameters = {id(parameter) for parameter in model.parameters()}
-    for group in optimizer.param_groups:
-        for parameter in group["params"]:
-            if id(parameter) not in model_parameters:
-                raise ConfigurationError("The executor's optimizer holds parameters that are not the model's.")
-
-
 def snapshot_hyperparameters(optimizer: torch.optim.Optimizer) -> List[Dict[str, Any]]:
     """A copy of every param group's hyperparameters (everything but ``params``)."""
     return [
@@ -82,55 +65,28 @@ class NativeExecutor(StepExecutor):
         self,
         model: torch.nn.Module,
         optimizer: Optional[torch.optim.Optimizer] = None,
-        training: bool = True,
-        device_iterations: int = 1,
-        gradient_accumulation: int = 1,
-        replication_factor: int = 1,
-        output_mode: Optional[str] = None,
-        output_period: int = 1,
-        precision: str = "fp32",
-        loss_scaling: Optional[float] = None,
-        auto_loss_scaling: bool = False,
-        max_grad_norm: Optional[float] = None,
-        seed: Optional[int] = None,
-        inference_device_iterations: Optional[int] = None,
-        inference_replication_factor: Optional[int] = None,
-        inference_output_mode: Optional[str] = None,
         device: str = "auto",
         compile: Union[bool, Dict[str, Any]] = False,
+        **options: Any,
     ) -> None:
-        self._options = ExecutionOptions(
-            training=training,
-            device_iterations=device_iterations,
-            gradient_accumulation=gradient_accumulation,
-            replication_factor=replication_factor,
-            output_mode=output_mode,
-            output_period=output_period,
-            precision=precision,
-            loss_scaling=loss_scaling,
-            auto_loss_scaling=auto_loss_scaling,
-            max_grad_norm=max_grad_norm,
-            seed=seed,
-            inference_device_iterations=inference_device_iterations,
-            inference_replication_factor=inference_replication_factor,
-            inference_output_mode=inference_output_mode,
-        )
-        require_optimizer_for(model, optimizer, training)
+        super().__init__(model, optimizer, **options)
         if not isinstance(compile, (bool, dict)):
             raise ConfigurationError(f"executor.compile: expected true, false or a dict of torch.compile options, found {compile!r}.")
         self._plan = self._options.plan
         self._device_option = device
         self._compile_option = compile
         self._device = resolve_device(device)
-        if seed is not None:
+        shared = self._options
+        if shared.seed is not None:
             # poptorch's randomSeed seeds torch as well; dropout masks then repeat run to run.
-            torch.manual_seed(seed)
+            torch.manual_seed(shared.seed)
         # Module.to keeps parameter identity, so an optimizer built before stays valid.
         self._model = model.to(self._device)
         self._optimizer = optimizer
         self._moves_inputs = self._device.type != "cpu"
-        self._autocast = autocast_factory(precision, self._device.type)
-        self._scaler = LossScaler(self._device.type, loss_scaling, auto_loss_scaling, self._plan.micro_batches_per_update)
+        self._autocast = autocast_factory(shared.precision, self._device.type)
+        self._scaler = LossScaler(self._device.type, shared.loss_scaling, shared.auto_loss_scaling,
+                                  self._plan.micro_batches_per_update)
         self._hyperparameters: List[Dict[str, Any]] = snapshot_hyperparameters(optimizer) if optimizer is not None else []
         self._parameters: List[torch.nn.Parameter] = (
             [parameter for group in optimizer.param_groups for parameter in group["params"]] if optimizer is not None else []
@@ -146,11 +102,6 @@ class NativeExecutor(StepExecutor):
     def training(self) -> bool:
         """Whether calls train (forward, backward, update) or only run forward."""
         return self._plan.training
-
-    @property
-    def options(self) -> ExecutionOptions:
-        """The validated shared options."""
-        return self._options
 
     @property
     def batch_size_factor(self) -> int:
@@ -182,26 +133,11 @@ class NativeExecutor(StepExecutor):
         if not self.training:
             return self
         if self._inference is None:
-            options = self._options.as_inference()
             self._inference = NativeExecutor(
                 model=self._model,
-                optimizer=None,
-                training=False,
-                device_iterations=options.device_iterations,
-                gradient_accumulation=options.gradient_accumulation,
-                replication_factor=options.replication_factor,
-                output_mode=options.output_mode,
-                output_period=options.output_period,
-                precision=options.precision,
-                loss_scaling=options.loss_scaling,
-                auto_loss_scaling=options.auto_loss_scaling,
-                max_grad_norm=options.max_grad_norm,
-                seed=None,
-                inference_device_iterations=options.inference_device_iterations,
-                inference_replication_factor=options.inference_replication_factor,
-                inference_output_mode=options.inference_output_mode,
                 device=self._device_option,
                 compile=self._compile_option,
+                **dataclasses.asdict(self._options.as_inference()),
             )
         return self._inference
 

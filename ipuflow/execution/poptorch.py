@@ -10,6 +10,7 @@ hardware was available (docs/execution.md).
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import warnings
 from types import ModuleType
@@ -21,8 +22,7 @@ from ipuflow.config import ConfigurationError
 from ipuflow.execution.executor import Batch, StepExecutor, StepResult
 from ipuflow.execution.input_spec import InputSpec
 from ipuflow.execution.ipu_config import IpuPlacement, MatmulProportion, resolve_placements
-from ipuflow.execution.native import COMPILE_IGNORED_WARNING, require_optimizer_for
-from ipuflow.execution.options import ExecutionOptions
+from ipuflow.execution.native import COMPILE_IGNORED_WARNING
 from ipuflow.execution.rng import get_rng_states, set_rng_states
 from ipuflow.execution.step_outputs import find_loss
 
@@ -72,20 +72,6 @@ class PoptorchExecutor(StepExecutor):
         self,
         model: torch.nn.Module,
         optimizer: Optional[torch.optim.Optimizer] = None,
-        training: bool = True,
-        device_iterations: int = 1,
-        gradient_accumulation: int = 1,
-        replication_factor: int = 1,
-        output_mode: Optional[str] = None,
-        output_period: int = 1,
-        precision: str = "fp32",
-        loss_scaling: Optional[float] = None,
-        auto_loss_scaling: bool = False,
-        max_grad_norm: Optional[float] = None,
-        seed: Optional[int] = None,
-        inference_device_iterations: Optional[int] = None,
-        inference_replication_factor: Optional[int] = None,
-        inference_output_mode: Optional[str] = None,
         pipeline_layers: Optional[str] = None,
         layers_per_ipu: Optional[List[int]] = None,
         inference_layers_per_ipu: Optional[List[int]] = None,
@@ -100,27 +86,15 @@ class PoptorchExecutor(StepExecutor):
         recompute_checkpoint_every_layer: bool = False,
         embedding_serialization_factor: Optional[int] = None,
         inference_embedding_serialization_factor: Optional[int] = None,
+        **options: Any,
     ) -> None:
-        self._arguments = {key: value for key, value in locals().items() if key not in ("self", "model", "optimizer", "training", "__class__")}
-        self._options = ExecutionOptions(
-            training=training,
-            device_iterations=device_iterations,
-            gradient_accumulation=gradient_accumulation,
-            replication_factor=replication_factor,
-            output_mode=output_mode,
-            output_period=output_period,
-            precision=precision,
-            loss_scaling=loss_scaling,
-            auto_loss_scaling=auto_loss_scaling,
-            max_grad_norm=max_grad_norm,
-            seed=seed,
-            inference_device_iterations=inference_device_iterations,
-            inference_replication_factor=inference_replication_factor,
-            inference_output_mode=inference_output_mode,
-        )
+        # The IPU options, kept to build poptorch.Options and the inference twin.
+        self._arguments = {key: value for key, value in locals().items()
+                           if key not in ("self", "model", "optimizer", "options", "__class__")}
+        super().__init__(model, optimizer, **options)
+        precision, training = self._options.precision, self._options.training
         if precision == "bf16":
             raise ConfigurationError("executor.precision: IPUs have no bf16; use 'fp16' or 'fp32' with the poptorch executor.")
-        require_optimizer_for(model, optimizer, training)
         training_placement, inference_placement = resolve_placements(
             layers_per_ipu, inference_layers_per_ipu, ipus_per_replica, inference_ipus_per_replica,
             matmul_proportion, inference_matmul_proportion, embedding_serialization_factor,
@@ -226,11 +200,6 @@ class PoptorchExecutor(StepExecutor):
         return self._plan.training
 
     @property
-    def options(self) -> ExecutionOptions:
-        """The validated shared options."""
-        return self._options
-
-    @property
     def poptorch_options(self) -> Any:
         """The `poptorch.Options` this executor wrapped the model with."""
         return self._poptorch_options
@@ -265,11 +234,10 @@ class PoptorchExecutor(StepExecutor):
         if not self.training:
             return self
         if self._inference is None:
-            arguments = dict(self._arguments)
-            arguments["seed"] = None
-            if arguments["precision"] == "fp16":
-                arguments["precision"] = "fp32"  # the model is already fp16; do not convert twice
-            self._inference = PoptorchExecutor(model=self._model, optimizer=None, training=False, **arguments)
+            shared = dataclasses.asdict(self._options.as_inference())
+            if shared["precision"] == "fp16":
+                shared["precision"] = "fp32"  # the model is already fp16; do not convert twice
+            self._inference = PoptorchExecutor(model=self._model, **self._arguments, **shared)
         return self._inference
 
     # -- compile and call ----------------------------------------------------------------------------
