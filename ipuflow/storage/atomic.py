@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any, Callable, Union
@@ -31,6 +32,22 @@ def write_atomically(path: Union[str, Path], write: Callable[[str], Any]) -> Non
         os.fsync(directory)
     finally:
         os.close(directory)
+
+
+def link_atomically(source: Union[str, Path], path: Union[str, Path]) -> None:
+    """Make `path` name the same file as `source` (a hard link, so no second write), replacing
+    `path` atomically; copies instead where the file system has no hard links."""
+    path = Path(path)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.link")
+    try:
+        if temporary.exists():
+            temporary.unlink()
+        os.link(source, temporary)
+        os.replace(temporary, path)
+    except OSError:
+        if temporary.exists():
+            temporary.unlink()
+        write_atomically(path, lambda temp_name: shutil.copyfile(source, temp_name))
 
 
 def write_json_atomically(path: Union[str, Path], value: Any) -> None:

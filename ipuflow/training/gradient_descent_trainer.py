@@ -29,7 +29,7 @@ from ipuflow.training.callbacks.epoch_callback import EpochCallback
 from ipuflow.training.callbacks.progress import ProgressCallback
 from ipuflow.training.callbacks.tensorboard import TensorBoardCallback
 from ipuflow.evaluation.evaluator import evaluate
-from ipuflow.storage import write_json_atomically
+from ipuflow.storage import link_atomically, write_json_atomically
 from ipuflow.training.checkpointer import Checkpointer, TrainerCheckpoint, load_weights, save_weights
 from ipuflow.training.interruption import InterruptListener, NonFiniteLossError, TrainingInterrupted
 from ipuflow.training.lr_schedulers.learning_rate_scheduler import LearningRateScheduler
@@ -528,7 +528,12 @@ class GradientDescentTrainer(Trainer):
             self._save_checkpoint()
         self.control.should_save = False
         if is_best:
-            self._save_best_weights()
+            just_saved = self._last_saved_position == (self.epochs_completed, 0) and self._last_checkpoint is not None
+            if just_saved and self._moving_average is None:
+                # The checkpoint written a moment ago holds exactly these weights: link, don't write again.
+                link_atomically(self._last_checkpoint, Path(self.serialization_dir) / BEST_WEIGHTS)  # type: ignore[arg-type]
+            else:
+                self._save_best_weights()
         if self._interrupts is not None and self._interrupts.interrupted:
             self._stop_for_signal(self._interrupts.signal_name or "a signal")
         return metrics

@@ -307,3 +307,20 @@ def test_resume_is_bitwise_equal_to_an_uninterrupted_run(tmp_path, stop_after, o
     assert read_metrics(uninterrupted) == read_metrics(resumed)
     if output_mode == "all":
         assert "training_mae" in read_metrics(resumed)["metrics_epoch_0.json"]
+
+
+def test_best_weights_link_the_checkpoint_just_written_instead_of_writing_again(tmp_path):
+    build(tmp_path, {"num_epochs": 2, "checkpointer": {"keep_most_recent_by_count": 1}}, with_validation=False).train()
+    best, checkpoint = tmp_path / "best.safetensors", tmp_path / "model_state_e2_b0.safetensors"
+    assert best.stat().st_ino == checkpoint.stat().st_ino
+    assert not (tmp_path / "model_state_e1_b0.safetensors").exists()  # pruned; best is unaffected
+    weights = safetensors.torch.load_file(str(best))
+    assert weights.keys() == safetensors.torch.load_file(str(checkpoint)).keys()
+
+
+def test_with_a_moving_average_best_weights_are_the_averages_not_a_link(tmp_path):
+    build(tmp_path, {"num_epochs": 2, "moving_average": {"decay": 0.5}}, with_validation=False).train()
+    best, checkpoint = tmp_path / "best.safetensors", tmp_path / "model_state_e2_b0.safetensors"
+    assert best.stat().st_ino != checkpoint.stat().st_ino
+    raw, averaged = safetensors.torch.load_file(str(checkpoint)), safetensors.torch.load_file(str(best))
+    assert any(not torch.equal(raw[key], averaged[key]) for key in raw)
