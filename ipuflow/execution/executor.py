@@ -124,12 +124,13 @@ class StepExecutor(Registrable):
             inference_replication_factor=inference_replication_factor,
             inference_output_mode=inference_output_mode,
         )
+        self._plan = self._options.plan
         require_optimizer_for(model, optimizer, training)
 
     @property
     def training(self) -> bool:
         """Whether calls train (forward, backward, update) or only run forward."""
-        raise NotImplementedError
+        return self._plan.training
 
     @property
     def options(self) -> "ExecutionOptions":
@@ -139,12 +140,12 @@ class StepExecutor(Registrable):
     @property
     def batch_size_factor(self) -> int:
         """Samples per host call divided by the micro-batch size."""
-        raise NotImplementedError
+        return self._plan.batch_size_factor
 
     @property
     def updates_per_call(self) -> int:
         """Optimizer updates one training call performs (device_iterations); 0 in inference."""
-        raise NotImplementedError
+        return self._plan.device_iterations if self._plan.training else 0
 
     @property
     def device(self) -> torch.device:

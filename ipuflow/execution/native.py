@@ -72,7 +72,6 @@ class NativeExecutor(StepExecutor):
         super().__init__(model, optimizer, **options)
         if not isinstance(compile, (bool, dict)):
             raise ConfigurationError(f"executor.compile: expected true, false or a dict of torch.compile options, found {compile!r}.")
-        self._plan = self._options.plan
         self._device_option = device
         self._compile_option = compile
         self._device = resolve_device(device)
@@ -97,21 +96,6 @@ class NativeExecutor(StepExecutor):
         self._inference: Optional[NativeExecutor] = None
 
     # -- properties --------------------------------------------------------------------------
-
-    @property
-    def training(self) -> bool:
-        """Whether calls train (forward, backward, update) or only run forward."""
-        return self._plan.training
-
-    @property
-    def batch_size_factor(self) -> int:
-        """Samples per host call divided by the micro-batch size."""
-        return self._plan.batch_size_factor
-
-    @property
-    def updates_per_call(self) -> int:
-        """Optimizer updates one training call performs (device_iterations); 0 in inference."""
-        return self._plan.device_iterations if self._plan.training else 0
 
     @property
     def device(self) -> torch.device:

@@ -101,7 +101,6 @@ class PoptorchExecutor(StepExecutor):
             inference_embedding_serialization_factor,
         )
         self._placement: IpuPlacement = training_placement if training else inference_placement
-        self._plan = self._options.plan
         self._poptorch = import_poptorch()
         self._model = model
         self._layers = _resolve_module(model, pipeline_layers) if pipeline_layers else None
@@ -195,11 +194,6 @@ class PoptorchExecutor(StepExecutor):
     # -- properties ---------------------------------------------------------------------------------
 
     @property
-    def training(self) -> bool:
-        """Whether calls train (forward, backward, update) or only run forward."""
-        return self._plan.training
-
-    @property
     def poptorch_options(self) -> Any:
         """The `poptorch.Options` this executor wrapped the model with."""
         return self._poptorch_options
@@ -208,16 +202,6 @@ class PoptorchExecutor(StepExecutor):
     def poplar_executor(self) -> Any:
         """poptorch's PoplarExecutor."""
         return self._poplar
-
-    @property
-    def batch_size_factor(self) -> int:
-        """Samples per host call divided by the micro-batch size."""
-        return self._plan.batch_size_factor
-
-    @property
-    def updates_per_call(self) -> int:
-        """Optimizer updates one training call performs (device_iterations); 0 in inference."""
-        return self._plan.device_iterations if self._plan.training else 0
 
     @property
     def device(self) -> torch.device:
