@@ -430,7 +430,9 @@ def _article(word: str) -> str:
 
 
 def _plural(description: str) -> str:
+    """"a list of strings" → "lists of strings": drop the article and pluralise the first noun."""
     for article in ("an ", "a "):
         if description.startswith(article):
-            return description[len(article):] + ("s" if not description.endswith(")") else "")
+            noun, _, rest = description[len(article):].partition(" ")
+            return f"{noun}s {rest}".rstrip()
     return description

@@ -19,6 +19,7 @@ from typing import Any, Dict, List, Mapping, Optional, Union
 import torch
 
 from ipuflow.config import ConfigurationError, Params
+from ipuflow.config.component_names import registered_name_of
 from ipuflow.config.errors import did_you_mean
 
 logger = logging.getLogger(__name__)
@@ -108,13 +109,7 @@ def training_plan(trainer: Any, datasets: Mapping[str, List[Any]]) -> Dict[str, 
 
 def _registered_name(component: Any) -> str:
     """The name a component is registered under in its family, else its class path."""
-    from ipuflow.config.registrable import Registrable
-
-    for base, names in Registrable._registry.items():
-        for name, (registered, _) in names.items():
-            if registered is type(component) and isinstance(component, base):
-                return name
-    return f"{type(component).__module__}.{type(component).__qualname__}"
+    return registered_name_of(component) or f"{type(component).__module__}.{type(component).__qualname__}"
 
 
 # torch's implementation switches, which no config sets: left out of the report.

@@ -57,3 +57,12 @@ def test_a_yaml_config_may_write_a_learning_rate_as_1e_3(tiny_data, tmp_path, ca
     path.write_text(text)
     assert dry_run(path, tmp_path / "run") == 0, capsys.readouterr().err
     assert json.loads(capsys.readouterr().out)["optimizer"]["lr"] == 1e-3
+
+
+def test_injected_arguments_are_not_listed_as_valid_keys(tiny_config_file, tmp_path, capsys):
+    code = dry_run(tiny_config_file, tmp_path / "run", "-o", json.dumps({"trainer.executor.devise": "cpu"}))
+    assert code == 2
+    error = " ".join(capsys.readouterr().err.split())
+    assert "trainer.executor.devise: unknown key for NativeExecutor; did you mean 'device'?" in error
+    valid = error.split("Valid keys:")[1]
+    assert "training" not in valid and "device_iterations" in valid
