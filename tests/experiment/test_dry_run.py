@@ -1,7 +1,6 @@
 """`ipuflow train --dry-run`: a pipeable JSON plan, and the mistakes it must catch before a real run."""
 
 import json
-import subprocess
 import sys
 import textwrap
 
@@ -58,15 +57,14 @@ def dry_run(config_file, directory, *flags):
     return run(["train", str(config_file), "-s", str(directory), "--dry-run", *flags])
 
 
-def test_stdout_is_only_the_json_plan_with_updates_schedule_optimizer_callbacks_and_dropped_samples(tiny_data, tmp_path):
+def test_stdout_is_only_the_json_plan_with_updates_schedule_optimizer_callbacks_and_dropped_samples(tiny_data, tmp_path, capsys):
     config = tiny_config(tiny_data, num_epochs=3, learning_rate_scheduler={"type": "linear_with_warmup", "warmup_steps": 4})
     config["data_loader"]["batch_size"] = 5  # 48 instances: 9 batches of 5, 3 dropped by drop_last
     path = write_config(tmp_path, config)
-    done = subprocess.run([sys.executable, "-m", "ipuflow", "train", str(path), "-s", str(tmp_path / "run"), "--dry-run"],
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout)  # nothing but the JSON on stdout
-    assert "Dry run" in done.stderr
+    assert dry_run(path, tmp_path / "run") == 0
+    done = capsys.readouterr()
+    report = json.loads(done.out)  # nothing but the JSON on stdout
+    assert "Dry run" in done.err
     assert report["host_calls_per_epoch"] == 9 and report["optimizer_updates_per_epoch"] == 9
     assert report["total_optimizer_updates"] == 27 and report["num_epochs"] == 3
     assert report["training_samples_dropped_per_epoch"] == 3
