@@ -355,7 +355,7 @@ def _unflatten(overrides: Mapping[str, Any], prefix: str) -> Dict[str, Any]:
             elif last and isinstance(node[part], dict) and isinstance(value, dict):
                 _merge_unflattened(node[part], value, path)
             elif last or not isinstance(node[part], dict):
-                raise ConfigurationError(f"overrides: {path!r} is given twice, with different values.")
+                raise ConfigurationError(f"overrides: {path!r} is given twice in one override; give it once.")
             node = node[part]
     return nested
 
@@ -365,7 +365,7 @@ def _merge_unflattened(node: Dict[str, Any], other: Dict[str, Any], path: str) -
         if key in node and isinstance(node[key], dict) and isinstance(value, dict):
             _merge_unflattened(node[key], value, f"{path}.{key}")
         elif key in node:
-            raise ConfigurationError(f"overrides: {path}.{key!r} is given twice, with different values.")
+            raise ConfigurationError(f"overrides: {f'{path}.{key}'!r} is given twice in one override; give it once.")
         else:
             node[key] = value
 
