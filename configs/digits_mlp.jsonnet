@@ -22,7 +22,7 @@ local data_dir = "data/digits/";
     patience: 8,
     validation_metric: "+accuracy",
     optimizer: { type: "adam", lr: 0.003 },
-    learning_rate_scheduler: { type: "cosine_with_warmup", num_warmup_steps: 40 },
+    learning_rate_scheduler: { type: "cosine_with_warmup", warmup_steps: 40 },
     executor: { type: "native", device_iterations: 4 },
   },
 }

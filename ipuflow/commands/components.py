@@ -73,7 +73,8 @@ def _first_doc_line(text: Optional[str]) -> str:
 
 
 def _parameter_docs(constructor: Any, cls: type) -> Dict[str, str]:
-    """First lines of per-parameter docs, from `name : type` / `name:` sections of docstrings."""
+    """Per-parameter docs, from `name : type` / `name:` sections of docstrings; a doc that wraps onto
+    more-indented lines is joined, so that no sentence is cut."""
     docs: Dict[str, str] = {}
     # The class's own docs first, then its parents' (a `**kwargs` constructor takes their keys).
     inherited = [klass.__dict__["__init__"].__doc__ for klass in cls.__mro__ if "__init__" in klass.__dict__]
@@ -83,15 +84,21 @@ def _parameter_docs(constructor: Any, cls: type) -> Dict[str, str]:
         lines = inspect.cleandoc(source).splitlines()
         for index, line in enumerate(lines):
             # `name: text`, ``name``/`name`/**name** (type): text, or a `name:` line followed by text.
-            match = re.match(r"^\s*(?:``(\w+)``|`(\w+)`|\*\*(\w+)\*\*|(\w+))\s*(?:\(.*?\))?\s*:(?:\s+(.*))?$", line)
+            match = re.match(r"^(\s*)(?:``(\w+)``|`(\w+)`|\*\*(\w+)\*\*|(\w+))\s*(?:\(.*?\))?\s*:(?:\s+(.*))?$", line)
             if not match:
                 continue
-            name = next(group for group in match.groups()[:4] if group)
+            name = next(group for group in match.groups()[1:5] if group)
             if name in docs:
                 continue
-            text = (match.group(5) or "").strip()
-            if not text and index + 1 < len(lines):
-                text = lines[index + 1].strip()
+            indent = len(match.group(1))
+            text = (match.group(6) or "").strip()
+            following = lines[index + 1:]
+            if not text and following:
+                text, following = following[0].strip(), following[1:]
+            for continuation in following:  # the wrapped rest of the doc, indented deeper than the key
+                if not continuation.strip() or len(continuation) - len(continuation.lstrip()) <= indent:
+                    break
+                text = f"{text} {continuation.strip()}"
             docs[name] = text
     return docs
 
@@ -117,11 +124,19 @@ def describe_component(base: type, name: str) -> List[Dict[str, Any]]:
 
 
 def _show_default(value: Any) -> str:
+    """A default as a config would write it: a JSON value, or a component's registered name."""
     from ipuflow.config import Lazy
+    from ipuflow.config.component_names import registered_name_of
 
     if isinstance(value, Lazy):
         settings = value.params.as_dict()
-        return "the default implementation" if not settings else json.dumps(settings)
+        if settings:
+            return json.dumps(settings)
+        default = getattr(value.constructor, "default_implementation", None)
+        return f"{json.dumps(default)} (the default implementation)" if default else "the default implementation"
+    name = registered_name_of(value)
+    if name is not None:
+        return json.dumps(name)
     try:
         return json.dumps(value)
     except TypeError:

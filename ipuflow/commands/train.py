@@ -28,14 +28,15 @@ def parse_ext_vars(pairs: Tuple[str, ...]) -> Dict[str, str]:
               help="Directory for checkpoints, logs, metrics and the model archive.")
 @click.option("-r", "--recover", is_flag=True, help="Continue the run in DIR from its latest checkpoint.")
 @click.option("-f", "--force", is_flag=True, help="Delete DIR's contents and start over.")
-@click.option("-o", "--overrides", default="", metavar="JSON",
-              help='Jsonnet/JSON object of edits, e.g. \'{"trainer.num_epochs": 3}\'.')
+@click.option("-o", "--overrides", multiple=True, metavar="JSON",
+              help='Jsonnet/JSON object of edits merged into the config, e.g. \'{"trainer.num_epochs": 3}\' '
+                   '(repeatable: applied in order).')
 @click.option("--dry-run", is_flag=True, help="Build every object and report the plan; train nothing.")
 @click.option("--file-friendly-logging", is_flag=True, help="Progress output suited to log files.")
 @click.option("--ext-var", multiple=True, metavar="KEY=VALUE", help="A Jsonnet external variable (repeatable).")
 @include_package_option
 @debug_option
-def train(config_file: str, serialization_dir: str, recover: bool, force: bool, overrides: str, dry_run: bool,
+def train(config_file: str, serialization_dir: str, recover: bool, force: bool, overrides: Tuple[str, ...], dry_run: bool,
           file_friendly_logging: bool, ext_var: Tuple[str, ...], include_package: Tuple[str, ...]) -> int:
     """Train the experiment in CONFIG (.jsonnet, .json or .yaml), writing everything to DIR."""
     from ipuflow.experiment.run import train_model_from_file
@@ -50,6 +51,7 @@ def train(config_file: str, serialization_dir: str, recover: bool, force: bool, 
     except TrainingInterrupted as interrupted:
         return report_error(str(interrupted), EXIT_RUNTIME_ERROR)
     if dry_run:
-        click.echo("Dry run: every object was built; nothing was trained.")
+        # stdout is the report alone, so that it can be piped into `jq` or `python -m json.tool`.
+        click.echo("Dry run: every object was built and one training step tried; nothing was trained.", err=True)
         click.echo(json.dumps(result, indent=2))
     return 0

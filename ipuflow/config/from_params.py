@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import pathlib
+import re
 import sys
 import typing
 from dataclasses import dataclass
@@ -97,20 +98,28 @@ class FromParams:
             rooted = _rooted_message(str(error), params.history)
             if rooted is None:
                 raise
-            raise ConfigurationError(rooted) from error
+            # Reword in place, so that a subclass (e.g. poptorch being unavailable) keeps its type.
+            error.message, error.args = rooted, (rooted,)
+            raise
 
 
 def _rooted_message(message: str, history: str) -> Optional[str]:
     """A constructor's own error names its keys from where the class is usually configured
-    (``executor.device_iterations``); give it the full path of where it is configured this time
-    (``trainer.executor.device_iterations``). None when the message needs no change."""
+    (``executor.device_iterations``, ``data_loader.batch_size``); give it the path of where it is
+    configured this time (``trainer.executor.device_iterations``, ``validation_data_loader.batch_size``).
+    None when the message needs no change."""
     path = history.rstrip(".")
-    if "." not in path or message.startswith(history):
+    if not path or message.startswith(history):
         return None
+    section = re.match(r"(\w+)[.:]", message)
+    if section is None:
+        return None
+    name = section.group(1)
     last = path.rpartition(".")[2]
-    if not message.startswith(f"{last}.") and not message.startswith(f"{last}:"):
+    # `validation_data_loader` is configured like `data_loader`, `validation_dataset_reader` like `dataset_reader`.
+    if last != name and not last.endswith(f"_{name}"):
         return None
-    return path[: -len(last)] + message
+    return path + message[len(name):]
 
 
 def _as_params(params: Any, cls: type) -> Params:
@@ -421,7 +430,9 @@ def _article(word: str) -> str:
 
 
 def _plural(description: str) -> str:
+    """"a list of strings" → "lists of strings": drop the article and pluralise the first noun."""
     for article in ("an ", "a "):
         if description.startswith(article):
-            return description[len(article):] + ("s" if not description.endswith(")") else "")
+            noun, _, rest = description[len(article):].partition(" ")
+            return f"{noun}s {rest}".rstrip()
     return description

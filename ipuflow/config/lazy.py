@@ -29,6 +29,11 @@ class Lazy(Generic[T]):
         self._constructor_extras: Dict[str, Any] = {**(constructor_extras or {}), **kwargs}
 
     @property
+    def constructor(self) -> Union[Type[T], Callable[..., T]]:
+        """What `construct` builds: the class (a registrable base picks its implementation from the params)."""
+        return self._constructor
+
+    @property
     def params(self) -> Params:
         """A copy of the params the object will be built from."""
         return self._params.duplicate()

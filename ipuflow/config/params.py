@@ -24,6 +24,9 @@ _TOP_LEVEL_KEY_ORDER: Sequence[str] = (
 )
 _NESTED_KEY_ORDER: Sequence[str] = ("type",)
 
+Overrides = Union[str, Mapping[str, Any]]
+"""One set of config edits: a Jsonnet/JSON object as text, or a dict."""
+
 
 def _describe(value: Any) -> str:
     """A short, human description of a config value and its JSON type, for error messages."""
@@ -43,7 +46,8 @@ class Params(MutableMapping[str, Any]):
     """
 
     def __init__(self, params: Mapping[str, Any], history: str = "") -> None:
-        self.params: Dict[str, Any] = dict(params)
+        # A dict is wrapped, not copied (as AllenNLP does), so that `p["b"]["c"] = 1` edits `p`.
+        self.params: Dict[str, Any] = params if isinstance(params, dict) else dict(params)
         self.history = history
 
     # -- loading ---------------------------------------------------------------------------------
@@ -52,10 +56,11 @@ class Params(MutableMapping[str, Any]):
     def from_file(
         cls,
         path: Union[str, os.PathLike],
-        overrides: Union[str, Mapping[str, Any]] = "",
+        overrides: Union[Overrides, Sequence[Overrides]] = "",
         ext_vars: Optional[Mapping[str, str]] = None,
     ) -> "Params":
-        """Read a `.jsonnet`, `.json`, `.yaml` or `.yml` file, then apply `overrides`.
+        """Read a `.jsonnet`, `.json`, `.yaml` or `.yml` file, then apply `overrides` (one, or several
+        in order, as repeated `-o` flags give them).
 
         Every environment variable is a Jsonnet external variable (`std.extVar("NAME")`); entries
         of `ext_vars` take precedence over the environment.
@@ -68,15 +73,16 @@ class Params(MutableMapping[str, Any]):
             import yaml
 
             try:
-                loaded = yaml.safe_load(path.read_text())
+                loaded = yaml.load(path.read_text(), Loader=_config_yaml_loader())  # noqa: S506 - a SafeLoader
             except yaml.YAMLError as error:
                 raise ConfigurationError(f"{path}: not valid YAML: {error}") from error
         else:
             loaded = json.loads(_evaluate_jsonnet(path.read_text(), str(path), variables, is_file=True))
         if not isinstance(loaded, dict):
             raise ConfigurationError(f"{path}: a config must be an object at the top level, found {_describe(loaded)}.")
-        if overrides:
-            loaded = with_overrides(loaded, parse_overrides(overrides, variables))
+        for edits in ([overrides] if isinstance(overrides, (str, Mapping)) else overrides):
+            if edits:
+                loaded = with_overrides(loaded, parse_overrides(edits, variables))
         return cls(loaded)
 
     # -- reading ---------------------------------------------------------------------------------
@@ -249,6 +255,30 @@ def _log_value(value: Any) -> str:
     return json.dumps(value) if isinstance(value, (str, list, dict, bool, type(None))) else repr(value)
 
 
+# -- YAML ----------------------------------------------------------------------------------------------
+
+# PyYAML implements YAML 1.1, whose floats need a dot: `1e-3` would be the string "1e-3". Configs mean
+# a number there (YAML 1.2 and JSON agree), so exponent spellings without a dot resolve as floats too.
+_EXPONENT_FLOAT = re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9][0-9_]*)[eE][-+]?[0-9]+$")
+
+
+def _config_yaml_loader() -> type:
+    """A safe YAML loader that also reads `1e-3`-style numbers as floats."""
+    import yaml
+
+    global _yaml_loader
+    if _yaml_loader is None:
+        class ConfigYamlLoader(yaml.SafeLoader):
+            """yaml.SafeLoader plus floats in exponent notation without a dot."""
+
+        ConfigYamlLoader.add_implicit_resolver("tag:yaml.org,2002:float", _EXPONENT_FLOAT, list("-+.0123456789"))
+        _yaml_loader = ConfigYamlLoader
+    return _yaml_loader
+
+
+_yaml_loader: Optional[type] = None
+
+
 # -- Jsonnet ------------------------------------------------------------------------------------------
 
 
@@ -297,57 +327,78 @@ def parse_overrides(overrides: Union[str, Mapping[str, Any]], ext_vars: Optional
 
 
 def with_overrides(config: Mapping[str, Any], overrides: Mapping[str, Any]) -> Dict[str, Any]:
-    """`config` with `overrides` applied: a dotted key edits one leaf, a plain key replaces a value.
+    """`config` with `overrides` merged in; a dotted key and the nested object it spells mean the same.
 
-    ``{"a.b": 1}`` sets one leaf, ``{"a": {...}}`` replaces `a` whole, ``{"lst.0": x}`` edits a list
-    element and ``{"new": 1}`` adds a key. A dotted path through a missing key, into a scalar, or past
-    the end of a list is an error naming the path.
+    ``{"a.b": 1}`` and ``{"a": {"b": 1}}`` both set one leaf and keep the rest of `a`. An object merges
+    into an object key by key (a missing key is added), into a list by index (``{"lst.0": x}``), and
+    into a string as ``{"type": string}`` (a registered name written bare); any other value replaces
+    what is there, so ``{"a": null}`` followed by ``{"a": {...}}`` replaces `a` whole. A list index out
+    of range, or an object merged into a number or a boolean, is an error naming the path.
     """
-    result = copy.deepcopy(dict(config))
-    # Plain keys first, so that {"model": {...}, "model.x": 1} edits the replacement.
-    for key in sorted(overrides, key=lambda k: k.count(".")):
-        _set_path(result, key, copy.deepcopy(overrides[key]))
-    return result
+    return _merge(copy.deepcopy(dict(config)), _unflatten(overrides, ""), "")  # type: ignore[return-value]
 
 
-def _set_path(config: Dict[str, Any], dotted_key: str, value: Any) -> None:
-    parts = dotted_key.split(".")
-    node: Any = config
-    for depth, part in enumerate(parts[:-1]):
-        walked = ".".join(parts[: depth + 1])
-        node = _child(node, part, walked, dotted_key)
-    last = parts[-1]
-    if isinstance(node, dict):
-        node[last] = value
-    elif isinstance(node, list):
-        index = _list_index(node, last, dotted_key, dotted_key)
-        node[index] = value
-    else:
-        raise ConfigurationError(
-            f"overrides: {dotted_key!r} goes into {'.'.join(parts[:-1])!r}, which is {_describe(node)}, "
-            f"not an object or a list."
-        )
+def _unflatten(overrides: Mapping[str, Any], prefix: str) -> Dict[str, Any]:
+    """Dotted keys as nested objects, at every depth; the same key given twice is an error."""
+    nested: Dict[str, Any] = {}
+    for key, value in overrides.items():
+        if not isinstance(key, str) or not key:
+            raise ConfigurationError(f"overrides: {prefix}{key!r} is not a config key.")
+        value = _unflatten(value, f"{prefix}{key}.") if isinstance(value, Mapping) else copy.deepcopy(value)
+        parts = key.split(".")
+        node = nested
+        for depth, part in enumerate(parts):
+            path = prefix + ".".join(parts[: depth + 1])
+            last = depth == len(parts) - 1
+            if part not in node:
+                node[part] = value if last else {}
+            elif last and isinstance(node[part], dict) and isinstance(value, dict):
+                _merge_unflattened(node[part], value, path)
+            elif last or not isinstance(node[part], dict):
+                raise ConfigurationError(f"overrides: {path!r} is given twice in one override; give it once.")
+            node = node[part]
+    return nested
 
 
-def _child(node: Any, part: str, walked: str, dotted_key: str) -> Any:
-    if isinstance(node, dict):
-        if part not in node:
-            raise ConfigurationError(
-                f"overrides: {dotted_key!r} goes through {walked!r}, which the config does not have."
-                f"{did_you_mean(part, list(node))} To add a whole object, give it as a plain key."
-            )
-        return node[part]
-    if isinstance(node, list):
-        return node[_list_index(node, part, walked, dotted_key)]
+def _merge_unflattened(node: Dict[str, Any], other: Dict[str, Any], path: str) -> None:
+    for key, value in other.items():
+        if key in node and isinstance(node[key], dict) and isinstance(value, dict):
+            _merge_unflattened(node[key], value, f"{path}.{key}")
+        elif key in node:
+            raise ConfigurationError(f"overrides: {f'{path}.{key}'!r} is given twice in one override; give it once.")
+        else:
+            node[key] = value
+
+
+def _merge(target: Any, edits: Any, path: str) -> Any:
+    """`target` with `edits` merged in (both already copies: `target` is changed in place)."""
+    if not isinstance(edits, dict):
+        return edits
+    if target is None:
+        return edits
+    if isinstance(target, str):
+        target = {"type": target}
+    if isinstance(target, dict):
+        for key, value in edits.items():
+            target[key] = _merge(target[key], value, f"{path}{key}.") if key in target else value
+        return target
+    if isinstance(target, list):
+        for key, value in edits.items():
+            index = _list_index(target, key, f"{path}{key}")
+            target[index] = _merge(target[index], value, f"{path}{key}.")
+        return target
+    where = path.rstrip(".")
+    first = next(iter(edits))
     raise ConfigurationError(
-        f"overrides: {dotted_key!r} goes into {walked.rpartition('.')[0]!r}, which is {_describe(node)}, "
-        f"not an object or a list."
+        f"overrides: {f'{where}.{first}'!r} goes into {where!r}, which is {_describe(target)}, not an object or "
+        f"a list. To replace {where!r} with an object, set it to null in an earlier -o."
     )
 
 
-def _list_index(node: List[Any], part: str, walked: str, dotted_key: str) -> int:
+def _list_index(node: List[Any], part: str, walked: str) -> int:
     if not re.fullmatch(r"-?\d+", part) or not -len(node) <= int(part) < len(node):
         raise ConfigurationError(
-            f"overrides: {dotted_key!r}: {walked!r} is not an index of a list of length {len(node)}."
+            f"overrides: {walked!r}: {part!r} is not an index of the list {walked.rpartition('.')[0]!r} "
+            f"(length {len(node)})."
         )
     return int(part)

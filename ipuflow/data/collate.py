@@ -172,10 +172,10 @@ class Collator:
         for field in self.fields:
             if field.kind == INT_SEQUENCE:
                 length = lengths[field.name] if lengths is not None else self.padded_length(field, indices)
-                lengths = numpy.minimum(field.lengths[indices], length)  # type: ignore[index]
+                kept = numpy.minimum(field.lengths[indices], length)  # type: ignore[index]
                 positions = numpy.arange(length, dtype=numpy.int64)
                 mask = numpy.zeros((rows, length), dtype=bool)
-                mask[:real] = positions[None, :] < lengths[:, None]
+                mask[:real] = positions[None, :] < kept[:, None]
                 gather = field.offsets[indices][:, None] + positions[None, :]  # type: ignore[index]
                 tokens = numpy.zeros((rows, length), dtype=numpy.int64)
                 if field.values.size:  # type: ignore[union-attr]

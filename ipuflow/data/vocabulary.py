@@ -76,8 +76,7 @@ class Vocabulary(Registrable):
         for instance in instances:
             instance.count_vocab_items(counter)
             count += 1
-        logger.info("Built a vocabulary from %d instances: %s", count, {k: len(v) for k, v in counter.items()})
-        return cls(
+        vocab = cls(
             counter=counter,
             min_count=min_count,
             max_vocab_size=max_vocab_size,
@@ -86,6 +85,16 @@ class Vocabulary(Registrable):
             padding_token=padding_token,
             oov_token=oov_token,
         )
+        logger.info("Built a vocabulary from %d instances: %s", count,
+                    "; ".join(vocab._size_note(namespace, counts, min_count or {}) for namespace, counts in counter.items()))
+        return vocab
+
+    def _size_note(self, namespace: str, counts: Mapping[str, int], min_count: Mapping[str, int]) -> str:
+        """'tokens: 6080 (12367 distinct, 6289 below min_count 2)': the size kept, then what was counted."""
+        threshold = min_count.get(namespace, 1)
+        below = sum(1 for count in counts.values() if count < threshold)
+        dropped = f", {below} below min_count {threshold}" if below else ""
+        return f"{namespace}: {self.get_vocab_size(namespace)} ({len(counts)} distinct{dropped})"
 
     @classmethod
     def from_files(

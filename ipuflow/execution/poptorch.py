@@ -32,12 +32,16 @@ _OPTIMIZERS = {torch.optim.SGD: "SGD", torch.optim.Adam: "Adam", torch.optim.Ada
 _OUTPUT_MODES = {"final": "Final", "all": "All", "sum": "Sum", "every_n": "EveryN"}
 
 
+class PoptorchUnavailable(ConfigurationError):
+    """poptorch cannot be imported (no Poplar SDK here); a dry run checks the config without it."""
+
+
 def import_poptorch() -> ModuleType:
-    """poptorch, or a ConfigurationError saying where it comes from (any import failure counts)."""
+    """poptorch, or a `PoptorchUnavailable` error saying where it comes from (any import failure counts)."""
     try:
         return importlib.import_module("poptorch")
     except Exception as error:  # poptorch raises ImportError without an SDK, AssertionError on a torch mismatch
-        raise ConfigurationError(
+        raise PoptorchUnavailable(
             "executor.type: 'poptorch' needs the poptorch package, which comes with Graphcore's Poplar SDK "
             f"(it is not on PyPI); importing it failed: {type(error).__name__}: {error}. Activate the SDK "
             "and install its poptorch wheel, or use the 'native' executor."

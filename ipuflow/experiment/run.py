@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Dict, Mapping, Optional, Sequence, Union
 
 from ipuflow.config import ConfigurationError, Params
+from ipuflow.config.params import Overrides
 from ipuflow.config.plugins import include_packages
 from ipuflow.storage import write_json_atomically
 from ipuflow.experiment.serialization_dir import (
@@ -21,7 +22,7 @@ logger = logging.getLogger(__name__)
 def train_model_from_file(
     config_file: Union[str, Path],
     serialization_dir: Union[str, Path],
-    overrides: Union[str, Mapping[str, Any]] = "",
+    overrides: Union[Overrides, Sequence[Overrides]] = "",
     recover: bool = False,
     force: bool = False,
     dry_run: bool = False,
@@ -32,15 +33,15 @@ def train_model_from_file(
     """Train the experiment in `config_file` into `serialization_dir`; return its final metrics.
 
     With `dry_run`, every object is built (data read, vocabulary counted, model and executor
-    created) in a temporary directory and a summary is returned; nothing is trained or written to
-    `serialization_dir`.
+    created) in a temporary directory, one training step is tried (see `ipuflow.experiment.dry_run`)
+    and the plan is returned; nothing is trained or written to `serialization_dir`.
     """
     params = Params.from_file(config_file, overrides, ext_vars)  # config errors first: this is quick
     include_packages(include_package)
     if dry_run:
-        with tempfile.TemporaryDirectory(prefix="ipuflow-dry-run-") as scratch:
-            configure_logging(None, file_friendly_logging)
-            return _build(params, Path(scratch)).describe()
+        from ipuflow.experiment.dry_run import dry_run as check_by_dry_run
+
+        return check_by_dry_run(params, Path(serialization_dir), file_friendly_logging)
     return train_model(params, serialization_dir, recover=recover, force=force,
                        file_friendly_logging=file_friendly_logging)
 

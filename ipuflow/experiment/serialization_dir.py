@@ -29,6 +29,7 @@ def prepare_serialization_dir(directory: Path, params: Params, recover: bool, fo
     A non-empty directory needs `recover` (continue the run, with the same config) or `force`
     (start over: the old contents are removed).
     """
+    refuse_unusable_directory(directory)
     if recover and force:
         raise ConfigurationError("--recover and --force cannot be used together: --recover continues the run in "
                                  f"{directory}, --force deletes it and starts over.")
@@ -55,6 +56,27 @@ def prepare_serialization_dir(directory: Path, params: Params, recover: bool, fo
             )
         _remove_tree(directory)
     directory.mkdir(parents=True, exist_ok=True)
+
+
+def refuse_unusable_directory(directory: Path) -> None:
+    """A clear error if `directory` is a file, or cannot be created because of a file or permissions
+    in its way (a dry run checks this too, so that the real run does not fail on it later)."""
+    if directory.exists() and not directory.is_dir():
+        raise ConfigurationError(
+            f"Serialization directory {directory} is a file, not a directory. Choose another path for -s, or move "
+            "the file away."
+        )
+    ancestor = directory.absolute()
+    while not ancestor.exists():
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise ConfigurationError(
+            f"Serialization directory {directory} cannot be created: {ancestor} is a file, not a directory."
+        )
+    if ancestor != directory.absolute() and not os.access(ancestor, os.W_OK | os.X_OK):
+        raise ConfigurationError(
+            f"Serialization directory {directory} cannot be created: no permission to create entries in {ancestor}."
+        )
 
 
 def _remove_tree(directory: Path) -> None:

@@ -257,7 +257,7 @@ class GradientDescentTrainer(Trainer):
             executor_options["max_grad_norm"] = float(grad_norm)
         # The executor comes before the schedulers only because the number of optimizer updates
         # per epoch depends on its options (device iterations, replication, accumulation).
-        built_executor = executor.construct(model=model, optimizer=built_optimizer, **executor_options)
+        built_executor = executor.construct(model=model, optimizer=built_optimizer, training=True, **executor_options)
         data_loader.set_batch_size_factor(built_executor.batch_size_factor)
         if validation_data_loader is not None:
             validation_data_loader.set_batch_size_factor(built_executor.inference_executor().batch_size_factor)

@@ -66,31 +66,72 @@ ORIGINAL = {"model": {"type": "a", "x": 1, "inner": {"k": 2}}, "lst": ["a", {"k"
     "overrides, expected",
     [
         ({"model.x": 9}, {"model": {"type": "a", "x": 9, "inner": {"k": 2}}, "lst": ["a", {"k": 1}], "n": 5}),
-        ({"model": {"type": "b"}}, {"model": {"type": "b"}, "lst": ["a", {"k": 1}], "n": 5}),
+        # A nested object merges into the config, key by key, like the dotted key it spells out.
+        ({"model": {"x": 9}}, {"model": {"type": "a", "x": 9, "inner": {"k": 2}}, "lst": ["a", {"k": 1}], "n": 5}),
+        ({"model": {"inner": {"k": 3}}}, {"model": {"type": "a", "x": 1, "inner": {"k": 3}}, "lst": ORIGINAL["lst"], "n": 5}),
+        ({"model": {"inner.k": 3}}, {"model": {"type": "a", "x": 1, "inner": {"k": 3}}, "lst": ORIGINAL["lst"], "n": 5}),
+        ({"model": {"type": "b"}}, {"model": {"type": "b", "x": 1, "inner": {"k": 2}}, "lst": ORIGINAL["lst"], "n": 5}),
         ({"lst.0": "d"}, {"model": ORIGINAL["model"], "lst": ["d", {"k": 1}], "n": 5}),
         ({"lst.1.k": 4}, {"model": ORIGINAL["model"], "lst": ["a", {"k": 4}], "n": 5}),
+        ({"lst": {"1": {"k": 4}}}, {"model": ORIGINAL["model"], "lst": ["a", {"k": 4}], "n": 5}),
+        ({"lst": ["z"]}, {"model": ORIGINAL["model"], "lst": ["z"], "n": 5}),  # a list replaces a list
         ({"new": 1}, {**ORIGINAL, "new": 1}),
         ({"model.new": 1}, {"model": {**ORIGINAL["model"], "new": 1}, "lst": ORIGINAL["lst"], "n": 5}),
-        ({"model": {"type": "b"}, "model.y": 2}, {"model": {"type": "b", "y": 2}, "lst": ORIGINAL["lst"], "n": 5}),
+        ({"model.sub.z": 1}, {"model": {**ORIGINAL["model"], "sub": {"z": 1}}, "lst": ORIGINAL["lst"], "n": 5}),
+        ({"model": {"type": "b"}, "model.y": 2}, {"model": {**ORIGINAL["model"], "type": "b", "y": 2}, "lst": ORIGINAL["lst"], "n": 5}),
+        ({"model": None}, {"model": None, "lst": ORIGINAL["lst"], "n": 5}),
     ],
 )
 def test_override_semantics(overrides, expected):
     assert with_overrides(ORIGINAL, overrides) == expected
 
 
+def test_nested_and_dotted_overrides_are_the_same_edit():
+    config = {"trainer": {"num_epochs": 8, "patience": 3, "optimizer": {"type": "adam", "lr": 0.1}}}
+    nested = with_overrides(config, {"trainer": {"num_epochs": 2, "optimizer": {"lr": 0.5}}})
+    dotted = with_overrides(config, {"trainer.num_epochs": 2, "trainer.optimizer.lr": 0.5})
+    assert nested == dotted == {"trainer": {"num_epochs": 2, "patience": 3, "optimizer": {"type": "adam", "lr": 0.5}}}
+
+
+def test_several_overrides_apply_in_order_and_null_then_an_object_replaces_a_block(tmp_path):
+    path = write(tmp_path, "c.json", json.dumps({"model": {"type": "a", "x": 1}, "trainer": {"num_epochs": 8, "patience": 3}}))
+    params = Params.from_file(path, overrides=['{"trainer.num_epochs": 2}', '{"trainer": {"patience": 1}}',
+                                               '{"trainer.num_epochs": 3}', '{"model": null}', '{"model": {"type": "b"}}'])
+    assert params.as_dict() == {"model": {"type": "b"}, "trainer": {"num_epochs": 3, "patience": 1}}
+
+
 @pytest.mark.parametrize(
     "overrides, message",
     [
-        ({"model.nope.z": 1}, "model.nope"),
-        ({"nope.z": 1}, "nope"),
         ({"n.x": 2}, "'n'"),
         ({"lst.7": 1}, "lst.7"),
+        ({"lst": {"first": 1}}, "lst.first"),
+        ({"model": {"inner": {"k": {"deep": 1}}}, "model.inner.k": 1}, "model.inner.k"),
     ],
 )
 def test_bad_override_paths_are_errors_naming_the_path(overrides, message):
     with pytest.raises(ConfigurationError) as error:
         with_overrides(ORIGINAL, overrides)
     assert message in str(error.value)
+
+
+def test_item_access_edits_the_params_in_place():
+    params = Params({"a": 1, "b": {"c": 2, "d": {"e": 3}}, "l": [{"f": 4}]})
+    params["b"]["c"] = 99
+    params["b"]["d"]["e"] = 100
+    params["l"][0]["f"] = 101
+    params.get("b")["g"] = 102
+    assert params.as_dict() == {"a": 1, "b": {"c": 99, "d": {"e": 100}, "g": 102}, "l": [{"f": 101}]}
+    assert params["b"].history == "b." and params["b"]["d"].history == "b.d."
+
+
+def test_yaml_floats_in_exponent_notation_are_numbers(tmp_path):
+    path = write(tmp_path, "c.yaml", "trainer:\n  optimizer:\n    lr: 1e-3\n    eps: 1E+8\n    wd: -2.5e-4\n"
+                                     "    name: 1e-3x\n    quoted: '1e-3'\n    steps: 1_000\n")
+    optimizer = Params.from_file(path).as_dict()["trainer"]["optimizer"]
+    assert optimizer["lr"] == 1e-3 and isinstance(optimizer["lr"], float)
+    assert optimizer["eps"] == 1e8 and optimizer["wd"] == -2.5e-4
+    assert optimizer["name"] == "1e-3x" and optimizer["quoted"] == "1e-3"  # quoted stays a string
 
 
 def test_pop_family_and_history():

@@ -214,3 +214,29 @@ def test_shape_samples_give_one_full_batch_per_bucket():
     padded = FixedShapeDataLoader(instances, batch_size=8, max_length=6, pad_on_batch_axis=True)
     (sample,) = padded.shape_samples()
     assert sample["label"].tolist()[6:] == [IGNORE_LABEL, IGNORE_LABEL]
+
+
+def test_two_token_id_fields_each_get_their_own_tokens_and_mask():
+    """Premise/hypothesis pairs: two text fields, indexed through a vocabulary, through the loader."""
+    from ipuflow.data.fields import LabelField, TextField
+    from ipuflow.data.instance import Instance
+    from ipuflow.data.vocabulary import Vocabulary
+
+    pairs = [("a man sleeps", "a person rests", "entailment"),
+             ("the dog barks loudly at night", "a cat", "contradiction"),
+             ("two kids", "children play outside in the sun", "neutral")]
+    instances = [Instance({"premise": TextField(premise.split()), "hypothesis": TextField(hypothesis.split()),
+                           "label": LabelField(label)}) for premise, hypothesis, label in pairs]
+    vocab = Vocabulary.from_instances(instances)
+    indexed = [instance.index(vocab) for instance in instances]
+    for lengths in ({"max_length": 4}, {"length_buckets": [2, 8]}, {}):
+        loader = FixedShapeDataLoader(indexed, batch_size=3, **lengths)
+        loader.set_batch_size_factor(1)
+        (batch,) = list(loader)
+        assert {"premise", "premise_mask", "hypothesis", "hypothesis_mask", "label"} <= set(batch)
+        for row, (premise, hypothesis, _) in enumerate(pairs):
+            for name, text in (("premise", premise), ("hypothesis", hypothesis)):
+                width = batch[name].shape[1]
+                ids = [vocab.get_token_index(token) for token in text.split()][:width]
+                assert batch[name][row, : len(ids)].tolist() == ids
+                assert batch[f"{name}_mask"][row].tolist() == [True] * len(ids) + [False] * (width - len(ids))

@@ -80,3 +80,16 @@ def test_built_from_config_with_instances_injected(tmp_path):
 
     with pytest.raises(ConfigurationError, match="min_cont"):
         Vocabulary.from_params(Params({"min_cont": {"tokens": 2}}), instances=_instances())
+
+
+def test_the_build_log_gives_the_sizes_after_min_count(caplog):
+    import logging
+
+    instances = [Instance({"tokens": TextField(text.split()), "label": LabelField("x")})
+                 for text in ("a a b", "a c d", "e a b")]
+    caplog.set_level(logging.INFO, logger="ipuflow.data.vocabulary")
+    vocab = Vocabulary.from_instances(instances, min_count={"tokens": 2})
+    assert vocab.get_vocab_size("tokens") == 4  # padding, OOV, a, b
+    message = " ".join(record.getMessage() for record in caplog.records)
+    assert "from 3 instances" in message
+    assert "tokens: 4 (5 distinct, 3 below min_count 2)" in message, message

@@ -188,3 +188,51 @@ def test_scheduler_state_round_trips_through_weights_only_load(tmp_path):
     restored.load_state_dict(torch.load(tmp_path / "s.pt", weights_only=True))
     assert restored.state_dict()["torch"]["best"] == 1.0
     assert restored.last_epoch == scheduler.last_epoch
+
+
+WARMUP_SCHEDULERS = [
+    {"type": "constant_with_warmup"},
+    {"type": "cosine_with_warmup"},
+    {"type": "cosine_hard_restarts_with_warmup"},
+    {"type": "linear_with_warmup"},
+    {"type": "polynomial_decay"},
+    {"type": "noam", "model_size": 4},
+]
+
+
+@pytest.mark.parametrize("config", WARMUP_SCHEDULERS, ids=lambda config: config["type"])
+def test_every_warmup_schedule_takes_warmup_steps_and_warmup_ratio(config):
+    """One spelling everywhere: `warmup_steps`, or `warmup_ratio` of the run's updates (here 2 × 10)."""
+    by_steps, by_ratio = sgd(), sgd()
+    steps = build({**config, "warmup_steps": 5}, by_steps, num_epochs=2, num_steps_per_epoch=10)
+    ratio = build({**config, "warmup_ratio": 0.25}, by_ratio, num_epochs=2, num_steps_per_epoch=10)
+    assert steps.warmup_steps == ratio.warmup_steps == 5
+    assert lrs_per_update(steps, by_steps, 20) == pytest.approx(lrs_per_update(ratio, by_ratio, 20))
+
+
+@pytest.mark.parametrize("name", ["constant_with_warmup", "cosine_with_warmup", "cosine_hard_restarts_with_warmup"])
+def test_the_old_num_warmup_steps_spelling_still_works(name):
+    old, new = sgd(), sgd()
+    before = build({"type": name, "num_warmup_steps": 4}, old, num_epochs=2, num_steps_per_epoch=10)
+    after = build({"type": name, "warmup_steps": 4}, new, num_epochs=2, num_steps_per_epoch=10)
+    assert lrs_per_update(before, old, 20) == pytest.approx(lrs_per_update(after, new, 20))
+
+
+@pytest.mark.parametrize(
+    "config, message",
+    [
+        ({"type": "linear_with_warmup", "warmup_steps": 4, "warmup_ratio": 0.1}, "give warmup_steps or warmup_ratio"),
+        ({"type": "cosine_with_warmup", "warmup_steps": 4, "num_warmup_steps": 5}, "num_warmup_steps"),
+        ({"type": "constant_with_warmup", "warmup_ratio": 1.5}, "trainer.learning_rate_scheduler.warmup_ratio"),
+        ({"type": "constant_with_warmup", "warmup_steps": -1}, "trainer.learning_rate_scheduler.warmup_steps"),
+        ({"type": "cosine_with_warmup"}, "needs warmup_steps or warmup_ratio"),
+    ],
+)
+def test_warmup_mistakes_are_clear_errors(config, message):
+    with pytest.raises(ConfigurationError, match=message):
+        build(config, sgd(), num_epochs=2, num_steps_per_epoch=10)
+
+
+def test_warmup_ratio_needs_the_length_of_the_run():
+    with pytest.raises(ConfigurationError, match="warmup_ratio"):
+        build({"type": "noam", "model_size": 4, "warmup_ratio": 0.1}, sgd())

@@ -13,6 +13,7 @@ import torch
 
 from ipuflow.config import ConfigurationError
 from ipuflow.training.lr_schedulers.learning_rate_scheduler import LearningRateScheduler, require_steps
+from ipuflow.training.lr_schedulers.warmup import run_updates, warmup_updates
 
 
 class UpdateFactorScheduler(LearningRateScheduler):
@@ -59,15 +60,29 @@ class ConstantLearningRateScheduler(UpdateFactorScheduler):
 
 @LearningRateScheduler.register("constant_with_warmup")
 class ConstantWithWarmupLearningRateScheduler(UpdateFactorScheduler):
-    """Linear warm-up over `num_warmup_steps` updates, then the initial lr."""
+    """Linear warm-up over `warmup_steps` updates (or `warmup_ratio` of the run's), then the initial lr.
 
-    def __init__(self, optimizer: torch.optim.Optimizer, num_warmup_steps: int, last_epoch: int = -1) -> None:
+    warmup_steps: warm-up length in optimizer updates (`num_warmup_steps` is its old name).
+    warmup_ratio: warm-up length as a fraction of the run's updates, instead of warmup_steps.
+    """
+
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        warmup_steps: Optional[int] = None,
+        last_epoch: int = -1,
+        warmup_ratio: Optional[float] = None,
+        num_warmup_steps: Optional[int] = None,
+        num_epochs: Optional[int] = None,
+        num_steps_per_epoch: Optional[int] = None,
+    ) -> None:
         super().__init__(optimizer, last_epoch)
-        self.num_warmup_steps = num_warmup_steps
+        self.warmup_steps = warmup_updates("constant_with_warmup", warmup_steps, warmup_ratio,
+                                           run_updates(num_epochs, num_steps_per_epoch), num_warmup_steps)
         self.step_batch(1)
 
     def factor(self, update_number: int) -> float:
-        warm = _warmup(update_number, self.num_warmup_steps)
+        warm = _warmup(update_number, self.warmup_steps)
         return 1.0 if warm is None else warm
 
 
@@ -75,7 +90,9 @@ class _CosineWithWarmup(UpdateFactorScheduler):
     def __init__(
         self,
         optimizer: torch.optim.Optimizer,
-        num_warmup_steps: int,
+        warmup_steps: Optional[int],
+        warmup_ratio: Optional[float],
+        num_warmup_steps: Optional[int],
         num_training_steps: Optional[int],
         num_cycles: float,
         num_epochs: Optional[int],
@@ -86,41 +103,47 @@ class _CosineWithWarmup(UpdateFactorScheduler):
         if num_training_steps is None:
             require_steps(type(self).__name__, num_epochs, num_steps_per_epoch)
             num_training_steps = int(num_epochs) * int(num_steps_per_epoch)  # type: ignore[arg-type]
-        if num_training_steps <= num_warmup_steps:
+        name = LearningRateScheduler.registered_name(type(self)) or type(self).__name__
+        self.warmup_steps = warmup_updates(name, warmup_steps, warmup_ratio, num_training_steps, num_warmup_steps)
+        if num_training_steps <= self.warmup_steps:
             raise ConfigurationError(
-                f"trainer.learning_rate_scheduler.num_training_steps: expected more than num_warmup_steps "
-                f"({num_warmup_steps}), found {num_training_steps}"
+                f"trainer.learning_rate_scheduler.num_training_steps: expected more than warmup_steps "
+                f"({self.warmup_steps}), found {num_training_steps}"
             )
-        self.num_warmup_steps = num_warmup_steps
         self.num_training_steps = num_training_steps
         self.num_cycles = num_cycles
 
     def progress(self, update_number: int) -> float:
-        return (update_number - self.num_warmup_steps) / (self.num_training_steps - self.num_warmup_steps)
+        return (update_number - self.warmup_steps) / (self.num_training_steps - self.warmup_steps)
 
 
 @LearningRateScheduler.register("cosine_with_warmup")
 class CosineWithWarmupLearningRateScheduler(_CosineWithWarmup):
     """Linear warm-up, then a cosine from the initial lr to 0 over `num_cycles` half-waves
-    (0.5: one decay) by `num_training_steps` (default: every update of the run)."""
+    (0.5: one decay) by `num_training_steps` (default: every update of the run).
+
+    warmup_steps: warm-up length in optimizer updates (`num_warmup_steps` is its old name).
+    warmup_ratio: warm-up length as a fraction of num_training_steps, instead of warmup_steps.
+    """
 
     def __init__(
         self,
         optimizer: torch.optim.Optimizer,
-        num_warmup_steps: int,
+        warmup_steps: Optional[int] = None,
         num_training_steps: Optional[int] = None,
         num_cycles: float = 0.5,
         num_epochs: Optional[int] = None,
         num_steps_per_epoch: Optional[int] = None,
         last_epoch: int = -1,
+        warmup_ratio: Optional[float] = None,
+        num_warmup_steps: Optional[int] = None,
     ) -> None:
-        super().__init__(
-            optimizer, num_warmup_steps, num_training_steps, num_cycles, num_epochs, num_steps_per_epoch, last_epoch
-        )
+        super().__init__(optimizer, warmup_steps, warmup_ratio, num_warmup_steps, num_training_steps, num_cycles,
+                         num_epochs, num_steps_per_epoch, last_epoch)
         self.step_batch(1)
 
     def factor(self, update_number: int) -> float:
-        warm = _warmup(update_number, self.num_warmup_steps)
+        warm = _warmup(update_number, self.warmup_steps)
         if warm is not None:
             return warm
         progress = self.progress(update_number)
@@ -129,25 +152,30 @@ class CosineWithWarmupLearningRateScheduler(_CosineWithWarmup):
 
 @LearningRateScheduler.register("cosine_hard_restarts_with_warmup")
 class CosineHardRestartsWithWarmupLearningRateScheduler(_CosineWithWarmup):
-    """Linear warm-up, then `num_cycles` cosine decays to 0, each restarting at the initial lr."""
+    """Linear warm-up, then `num_cycles` cosine decays to 0, each restarting at the initial lr.
+
+    warmup_steps: warm-up length in optimizer updates (`num_warmup_steps` is its old name).
+    warmup_ratio: warm-up length as a fraction of num_training_steps, instead of warmup_steps.
+    """
 
     def __init__(
         self,
         optimizer: torch.optim.Optimizer,
-        num_warmup_steps: int,
+        warmup_steps: Optional[int] = None,
         num_training_steps: Optional[int] = None,
         num_cycles: int = 1,
         num_epochs: Optional[int] = None,
         num_steps_per_epoch: Optional[int] = None,
         last_epoch: int = -1,
+        warmup_ratio: Optional[float] = None,
+        num_warmup_steps: Optional[int] = None,
     ) -> None:
-        super().__init__(
-            optimizer, num_warmup_steps, num_training_steps, num_cycles, num_epochs, num_steps_per_epoch, last_epoch
-        )
+        super().__init__(optimizer, warmup_steps, warmup_ratio, num_warmup_steps, num_training_steps, num_cycles,
+                         num_epochs, num_steps_per_epoch, last_epoch)
         self.step_batch(1)
 
     def factor(self, update_number: int) -> float:
-        warm = _warmup(update_number, self.num_warmup_steps)
+        warm = _warmup(update_number, self.warmup_steps)
         if warm is not None:
             return warm
         progress = self.progress(update_number)
@@ -159,19 +187,28 @@ class CosineHardRestartsWithWarmupLearningRateScheduler(_CosineWithWarmup):
 @LearningRateScheduler.register("noam")
 class NoamLR(UpdateFactorScheduler):
     """The Transformer schedule: ``factor · model_size^-0.5 · min(s^-0.5, s · warmup_steps^-1.5)``,
-    the same lr for every group (the initial lr is not used)."""
+    the same lr for every group (the initial lr is not used).
+
+    warmup_steps: warm-up length in optimizer updates.
+    warmup_ratio: warm-up length as a fraction of the run's updates, instead of warmup_steps.
+    """
 
     def __init__(
         self,
         optimizer: torch.optim.Optimizer,
         model_size: int,
-        warmup_steps: int,
+        warmup_steps: Optional[int] = None,
         factor: float = 1.0,
         last_epoch: int = -1,
+        warmup_ratio: Optional[float] = None,
+        num_epochs: Optional[int] = None,
+        num_steps_per_epoch: Optional[int] = None,
     ) -> None:
         super().__init__(optimizer, last_epoch)
         self.model_size = model_size
-        self.warmup_steps = warmup_steps
+        self.warmup_steps = warmup_updates("noam", warmup_steps, warmup_ratio, run_updates(num_epochs, num_steps_per_epoch))
+        if self.warmup_steps < 1:
+            raise ConfigurationError("trainer.learning_rate_scheduler.warmup_steps: noam needs at least 1 warm-up update.")
         self.noam_factor = factor
         self.step_batch(1)
 
@@ -184,7 +221,11 @@ class NoamLR(UpdateFactorScheduler):
 @LearningRateScheduler.register("polynomial_decay")
 class PolynomialDecay(UpdateFactorScheduler):
     """Linear warm-up over `warmup_steps` updates, then ``(lr − end)·((T − s)/(T − warmup))^power +
-    end`` with ``T = num_epochs × num_steps_per_epoch``; `end_learning_rate` from update ``T`` on."""
+    end`` with ``T = num_epochs × num_steps_per_epoch``; `end_learning_rate` from update ``T`` on.
+
+    warmup_steps: warm-up length in optimizer updates (default 0).
+    warmup_ratio: warm-up length as a fraction of the run's updates, instead of warmup_steps.
+    """
 
     def __init__(
         self,
@@ -192,15 +233,17 @@ class PolynomialDecay(UpdateFactorScheduler):
         num_epochs: Optional[int] = None,
         num_steps_per_epoch: Optional[int] = None,
         power: float = 1.0,
-        warmup_steps: int = 0,
+        warmup_steps: Optional[int] = None,
         end_learning_rate: float = 0.0,
         last_epoch: int = -1,
+        warmup_ratio: Optional[float] = None,
     ) -> None:
         super().__init__(optimizer, last_epoch)
-        require_steps("polynomial_decay", num_epochs, num_steps_per_epoch)
+        name = LearningRateScheduler.registered_name(type(self)) or "polynomial_decay"
+        require_steps(name, num_epochs, num_steps_per_epoch)
         self.total_steps = int(num_epochs) * int(num_steps_per_epoch)  # type: ignore[arg-type]
         self.power = power
-        self.warmup_steps = warmup_steps
+        self.warmup_steps = warmup_updates(name, warmup_steps, warmup_ratio, self.total_steps, default=0)
         self.end_learning_rate = end_learning_rate
         self.step_batch(1)
 
@@ -217,23 +260,29 @@ class PolynomialDecay(UpdateFactorScheduler):
 
 @LearningRateScheduler.register("linear_with_warmup")
 class LinearWithWarmup(PolynomialDecay):
-    """Linear warm-up over `warmup_steps` updates, then a linear decay to 0 at the last update."""
+    """Linear warm-up over `warmup_steps` updates, then a linear decay to 0 at the last update.
+
+    warmup_steps: warm-up length in optimizer updates (default 100 when warmup_ratio is not given).
+    warmup_ratio: warm-up length as a fraction of the run's updates, instead of warmup_steps.
+    """
 
     def __init__(
         self,
         optimizer: torch.optim.Optimizer,
         num_epochs: Optional[int] = None,
         num_steps_per_epoch: Optional[int] = None,
-        warmup_steps: int = 100,
+        warmup_steps: Optional[int] = None,
         last_epoch: int = -1,
+        warmup_ratio: Optional[float] = None,
     ) -> None:
         super().__init__(
             optimizer,
             num_epochs=num_epochs,
             num_steps_per_epoch=num_steps_per_epoch,
             power=1.0,
-            warmup_steps=warmup_steps,
+            warmup_steps=100 if warmup_steps is None and warmup_ratio is None else warmup_steps,
             end_learning_rate=0.0,
+            warmup_ratio=warmup_ratio,
             last_epoch=last_epoch,
         )
 
