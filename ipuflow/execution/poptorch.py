@@ -258,6 +258,15 @@ class PoptorchExecutor(StepExecutor):
         """Whether `batch` has the compiled signature (a call would run without compiling)."""
         return self._spec is not None and self._poplar.isCompiled() and self._spec.matches(batch)
 
+    def compile_ahead(self, loader: Any) -> str:
+        """Compile the poptorch executable for `loader`'s batch shape (PoplarExecutor.compile runs
+        nothing on the device); with `executable_cache_dir` set, poptorch saves it there."""
+        self.compile_for(loader)
+        cache = self._arguments["executable_cache_dir"]
+        where = f", cached in {cache}" if cache and cache != "disabled" else " (executable_cache_dir is not set: not cached)"
+        mode = "training" if self.training else "inference"
+        return f"poptorch compiled the {mode} executable{where}"
+
     def __call__(self, batch: Batch) -> StepResult:
         """Run one host call on a combined batch of CPU tensors, compiling first if needed."""
         spec = self._spec
