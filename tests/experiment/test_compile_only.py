@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -65,10 +66,10 @@ def _report(out: str) -> dict:
     return json.loads(out[out.index("\n{") + 1:])
 
 
-def _ipuflow(*args: str, stand_in: bool = False) -> subprocess.CompletedProcess:
+def _ipuflow(*args: str, stand_in: bool = False, cwd: Path = ROOT) -> subprocess.CompletedProcess:
     command = [sys.executable, "-c", WITH_STAND_IN] if stand_in else [sys.executable, "-m", "ipuflow"]
     environment = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run(command + list(args), capture_output=True, text=True, cwd=ROOT, env=environment, timeout=600)
+    return subprocess.run(command + list(args), capture_output=True, text=True, cwd=cwd, env=environment, timeout=600)
 
 
 def test_compile_only_fixes_every_length_bucket_and_leaves_the_directory_for_a_later_run(tiny_data, tmp_path, capsys):
@@ -166,3 +167,15 @@ def test_compile_only_on_poptorch_stops_on_length_buckets_as_training_would(tiny
     done = _ipuflow("train", str(config), "-s", str(tmp_path / "run"), "--compile-only", stand_in=True)
     assert done.returncode == 1
     assert "one executable for one input signature" in done.stderr and "max_length" in done.stderr
+
+
+@needs_optimizer_conversion
+def test_compile_only_with_an_optimum_ipu_config_fills_its_cache_in_the_working_directory(tiny_data, tmp_path):
+    # Graphcore's own file (tests/fixtures/ipu_config/README.md): executable_cache_dir "./exe_cache".
+    shutil.copy(ROOT / "tests" / "fixtures" / "ipu_config" / "t5_encoder_ipu_config.json", tmp_path / "ipu_config.json")
+    config = _write_config(tmp_path, tiny_data, {"max_length": 8}, executor={"type": "poptorch", "ipu_config": "ipu_config.json"})
+    done = _ipuflow("train", str(config), "-s", "run", "--compile-only", stand_in=True, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "poptorch compiled the training executable, cached in ./exe_cache" in done.stdout
+    assert len(list((tmp_path / "exe_cache").glob("*.popef"))) == 2
+    assert not (tmp_path / "run").exists()
