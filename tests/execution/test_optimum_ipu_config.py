@@ -95,7 +95,8 @@ def test_serialised_embeddings_are_refused_naming_the_key_and_the_file():
     assert "comes from 'embedding_serialization_factor' in trainer.executor.ipu_config" in message
 
 
-def test_a_four_ipu_pipeline_file_maps_every_key_and_the_block_wins():
+def test_a_four_ipu_pipeline_file_maps_every_key_and_the_block_wins(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # compiling writes the stand-in's executable to ./exe_cache
     executor = build({"ipu_config": fixture("summarization_ipu_config.json"), "pipeline_layers": "layers",
                       "embedding_serialization_factor": 1})
     options = executor.poptorch_options
@@ -221,3 +222,15 @@ def test_ipu_config_given_in_python_says_how_to_use_it():
     model = Encoder()
     with pytest.raises(ConfigurationError, match="read when the executor is built from a config"):
         PoptorchExecutor(model, torch.optim.SGD(model.parameters(), lr=0.1), ipu_config=fixture("t5_encoder_ipu_config.json"))
+
+
+def test_the_shipped_example_reads_its_ipu_config_from_the_repository_root(monkeypatch):
+    root = Path(__file__).resolve().parents[2]
+    monkeypatch.chdir(root)
+    block = Params.from_file(str(root / "configs" / "quickstart_ipu.jsonnet")).as_dict()["trainer"]["executor"]
+    executor = build({key: value for key, value in block.items() if key != "type"})
+    options = executor.poptorch_options
+    assert options.called("deviceIterations") == [(4,)] and options.called("Training.gradientAccumulation") == [(2,)]
+    assert options.called("randomSeed") == [(42,)] and options.called("enableExecutableCaching") == [("./exe_cache",)]
+    assert options.called("setAvailableMemoryProportion") == [({"IPU0": 0.3},)]
+    assert executor.batch_size_factor == 8 and executor.inference_executor().batch_size_factor == 4

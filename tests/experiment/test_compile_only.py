@@ -179,3 +179,16 @@ def test_compile_only_with_an_optimum_ipu_config_fills_its_cache_in_the_working_
     assert "poptorch compiled the training executable, cached in ./exe_cache" in done.stdout
     assert len(list((tmp_path / "exe_cache").glob("*.popef"))) == 2
     assert not (tmp_path / "run").exists()
+
+
+@needs_optimizer_conversion
+def test_the_shipped_ipu_example_compiles_with_the_block_winning_over_its_ipu_config(tmp_path):
+    cache = tmp_path / "exe_cache"
+    done = _ipuflow("train", "configs/quickstart_ipu.jsonnet", "-s", str(tmp_path / "run"), "--compile-only",
+                    "-o", json.dumps({"trainer.executor.executable_cache_dir": str(cache)}), stand_in=True)
+    assert done.returncode == 0, done.stderr
+    by_loader = {entry["loader"]: entry for entry in _report(done.stdout)["compiled"]}
+    # configs/ipu_config.json: device_iterations 4 × gradient_accumulation_steps 2 × micro-batch 32.
+    assert by_loader["training"]["input_shapes"][0]["label"] == [256]
+    assert by_loader["validation"]["input_shapes"][0]["label"] == [128]
+    assert len(list(cache.glob("*.popef"))) == 2
