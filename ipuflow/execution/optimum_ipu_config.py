@@ -109,6 +109,10 @@ IPU_CONFIG_KEYS: Dict[str, KeyRule] = {
 }
 """Every key optimum-graphcore's IPUConfig takes (and the two version stamps it saves), and its fate."""
 
+IPU_CONFIG_DEFAULTS: Dict[str, Any] = {"inference_device_iterations": 1, "inference_replication_factor": 1}
+"""IPUConfig defaults that differ from the executor's (whose inference values default to the training
+ones): a file that leaves these keys out means them, so they apply unless the block sets the key."""
+
 _POD_DEFAULT = "default"
 
 
@@ -130,8 +134,9 @@ def _pod_value(key: str, value: Any, source: str) -> Any:
 def read_ipu_config(path: Path, source: str) -> Dict[str, Any]:
     """The executor keys an optimum-graphcore `ipu_config.json` at `path` sets; `source` names it in errors.
 
-    Unknown keys and supported-only-when-off keys set to something else are an error naming the key
-    and the file; ignored keys are logged with the reason.
+    Keys the file leaves out keep IPUConfig's defaults (`IPU_CONFIG_DEFAULTS` where they differ from
+    the executor's). Unknown keys and supported-only-when-off keys set to something else are an error
+    naming the key and the file; ignored keys are logged with the reason.
     """
     try:
         content = json.loads(path.read_text())
@@ -151,7 +156,7 @@ def read_ipu_config(path: Path, source: str) -> Dict[str, Any]:
             f"optimum-graphcore IPUConfig key{'' if len(unknown) == 1 else 's'} (IPUConfig refuses unknown keys too). "
             "Training arguments belong in the trainer and model blocks; see docs/ipu.md for every IPUConfig key."
         )
-    options: Dict[str, Any] = {}
+    options: Dict[str, Any] = dict(IPU_CONFIG_DEFAULTS)
     for key, raw in content.items():
         rule = IPU_CONFIG_KEYS[key]
         value = _pod_value(key, raw, source)

@@ -87,6 +87,16 @@ def test_a_minimal_real_file_sets_the_cache_and_one_ipu():
     assert executor.batch_size_factor == 1
 
 
+def test_inference_defaults_are_ipuconfigs_not_the_training_values():
+    # IPUConfig's inference_device_iterations and inference_replication_factor default to 1, whatever
+    # the training values (ipuflow's own default is the training value).
+    executor = build({"ipu_config": fixture("t5_encoder_ipu_config.json"), "device_iterations": 4, "replication_factor": 2})
+    assert executor.batch_size_factor == 8
+    assert executor.inference_executor().batch_size_factor == 1
+    written = build({"ipu_config": fixture("t5_encoder_ipu_config.json"), "device_iterations": 4, "inference_device_iterations": 2})
+    assert written.inference_executor().batch_size_factor == 2
+
+
 def test_serialised_embeddings_are_refused_naming_the_key_and_the_file():
     with pytest.raises(ConfigurationError) as error:
         build({"ipu_config": fixture("summarization_ipu_config.json"), "pipeline_layers": "layers"})
