@@ -183,7 +183,9 @@ class NativeExecutor(StepExecutor):
         with torch.set_grad_enabled(self.training), self._autocast():
             outputs = self._forward(**micro_batch)
         if self.training:
-            find_loss(outputs, training=True).backward()
+            loss = find_loss(outputs, training=True)
+            assert loss is not None  # find_loss raises in training when the model returns no loss
+            loss.backward()
 
     def __call__(self, batch: Batch) -> StepResult:
         """Run one host call on a combined batch (CPU tensors), compiling first if needed."""
