@@ -17,7 +17,7 @@ import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple, Union
 
 from ipuflow.config import ConfigurationError, Params
 
@@ -131,13 +131,16 @@ def _pod_value(key: str, value: Any, source: str) -> Any:
     return value
 
 
-def read_ipu_config(path: Path, source: str) -> Dict[str, Any]:
-    """The executor keys an optimum-graphcore `ipu_config.json` at `path` sets; `source` names it in errors.
+def read_ipu_config(path: Union[str, Path], source: Optional[str] = None) -> Dict[str, Any]:
+    """The executor keys an optimum-graphcore `ipu_config.json` at `path` sets; `source` names it in
+    errors (default: the path).
 
     Keys the file leaves out keep IPUConfig's defaults (`IPU_CONFIG_DEFAULTS` where they differ from
     the executor's). Unknown keys and supported-only-when-off keys set to something else are an error
     naming the key and the file; ignored keys are logged with the reason.
     """
+    path = Path(path)
+    source = source or str(path)
     try:
         content = json.loads(path.read_text())
     except FileNotFoundError:

@@ -111,7 +111,7 @@ class PoptorchExecutor(StepExecutor):
         if ipu_config is not None:
             raise ConfigurationError(
                 "executor.ipu_config: the file is read when the executor is built from a config "
-                "(PoptorchExecutor.from_params); in Python, pass read_ipu_config(path, path) as keyword arguments."
+                "(PoptorchExecutor.from_params); in Python, pass read_ipu_config(path) as keyword arguments."
             )
         # The IPU options, kept to build poptorch.Options and the inference twin.
         self._arguments = {key: value for key, value in locals().items()

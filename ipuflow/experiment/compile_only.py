@@ -46,4 +46,6 @@ def compile_experiment(experiment: Any) -> Dict[str, Any]:
             "compiled": what,
             "seconds": round(time.perf_counter() - started, 2),
         })
+        if target.is_attached:
+            target.detach()  # one executor holds the device at a time, as IPUTrainer does between train and eval
     return {"backend": StepExecutor.registered_name(type(executor)) or type(executor).__name__, "compiled": compiled}

@@ -244,3 +244,14 @@ def test_the_shipped_example_reads_its_ipu_config_from_the_repository_root(monke
     assert options.called("randomSeed") == [(42,)] and options.called("enableExecutableCaching") == [("./exe_cache",)]
     assert options.called("setAvailableMemoryProportion") == [({"IPU0": 0.3},)]
     assert executor.batch_size_factor == 8 and executor.inference_executor().batch_size_factor == 4
+
+
+def test_python_users_pass_read_ipu_config_as_keyword_arguments():
+    from ipuflow.execution.optimum_ipu_config import read_ipu_config
+
+    model = Encoder()
+    options = read_ipu_config(fixture("t5_encoder_ipu_config.json"))
+    assert options == {"executable_cache_dir": "./exe_cache", "ipus_per_replica": 1,
+                       "inference_device_iterations": 1, "inference_replication_factor": 1}
+    executor = PoptorchExecutor(model, torch.optim.SGD(model.parameters(), lr=0.1), **options)
+    assert executor.poptorch_options.called("enableExecutableCaching") == [("./exe_cache",)]
