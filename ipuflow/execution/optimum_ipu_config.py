@@ -193,7 +193,8 @@ def ipu_config_applied(params: Any, extras: Mapping[str, Any]) -> Iterator[Any]:
     optimum_names = {rule.executor_key: key for key, rule in IPU_CONFIG_KEYS.items() if rule.mapped}
     for key, value in read_ipu_config(Path(name), source).items():
         if key in merged or key in extras:
-            logger.info("%s: %s is set in the config; the file's %r is not used", source, merged.path_of(key), value)
+            if not (key in IPU_CONFIG_DEFAULTS and value == IPU_CONFIG_DEFAULTS[key]):  # not for IPUConfig's defaults
+                logger.info("%s: %s is set in the config; the file's %r is not used", source, merged.path_of(key), value)
             continue
         merged[key] = value
         from_file.append((merged.path_of(key), optimum_names[key]))
