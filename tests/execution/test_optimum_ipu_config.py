@@ -255,3 +255,16 @@ def test_python_users_pass_read_ipu_config_as_keyword_arguments():
                        "inference_device_iterations": 1, "inference_replication_factor": 1}
     executor = PoptorchExecutor(model, torch.optim.SGD(model.parameters(), lr=0.1), **options)
     assert executor.poptorch_options.called("enableExecutableCaching") == [("./exe_cache",)]
+
+
+def test_evaluate_and_predict_build_their_inference_executor_with_the_file():
+    from ipuflow.evaluation.inference import inference_executor_from_config
+
+    config = Params({"trainer": {"executor": {"type": "poptorch", "ipu_config": fixture("summarization_ipu_config.json"),
+                                              "pipeline_layers": "layers", "embedding_serialization_factor": 1}}})
+    executor = inference_executor_from_config(config, Encoder())
+    assert not executor.training
+    options = executor.poptorch_options
+    assert options.called("deviceIterations") == [(5,)] and options.called("replicationFactor") == [(4,)]
+    assert options.called("setAvailableMemoryProportion") == [({"IPU0": 0.05, "IPU1": 0.2, "IPU2": 0.2, "IPU3": 0.25},)]
+    assert executor.batch_size_factor == 20
