@@ -291,8 +291,8 @@ class PoptorchExecutor(StepExecutor):
         return self._spec is not None and self._poplar.isCompiled() and self._spec.matches(batch)
 
     def compile_ahead(self, loader: Any) -> str:
-        """Compile the poptorch executable for `loader`'s batch shape (PoplarExecutor.compile runs
-        nothing on the device); with `executable_cache_dir` set, poptorch saves it there."""
+        """Compile the poptorch executable for `loader`'s batch shape (PoplarExecutor.compile builds it
+        without running a step); with `executable_cache_dir` set, poptorch saves it there."""
         self.compile_for(loader)
         cache = self._arguments["executable_cache_dir"]
         where = f", cached in {cache}" if cache and cache != "disabled" else " (executable_cache_dir is not set: not cached)"
