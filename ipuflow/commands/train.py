@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Dict, Tuple
+from typing import Any, Dict, Tuple
 
 import click
 
@@ -22,6 +22,24 @@ def parse_ext_vars(pairs: Tuple[str, ...]) -> Dict[str, str]:
     return variables
 
 
+def refuse_with_compile_only(**flags: bool) -> None:
+    """--compile-only writes nothing to DIR, so the flags about DIR's run make no sense with it."""
+    given = [f"--{name.replace('_', '-')}" for name, value in flags.items() if value]
+    if given:
+        raise click.UsageError(f"--compile-only cannot be combined with {', '.join(given)}: it builds and compiles "
+                               "in a temporary directory and neither trains nor touches the serialization directory.")
+
+
+def report_compiled(report: Dict[str, Any], serialization_dir: str) -> None:
+    """Print what --compile-only compiled, one line per loader, then the report as JSON."""
+    for entry in report["compiled"]:
+        shapes = "; ".join(", ".join(f"{key} {shape}" for key, shape in sample.items()) for sample in entry["input_shapes"])
+        click.echo(f"Compiled for the {entry['loader']} loader ({entry['mode']}, {len(entry['input_shapes'])} input "
+                   f"shape(s): {shapes or 'none'}): {entry['compiled']} [{entry['seconds']}s]")
+    click.echo(f"Compile only: nothing was trained; {serialization_dir} was not touched.")
+    click.echo(json.dumps(report, indent=2))
+
+
 @click.command("train")
 @click.argument("config_file", metavar="CONFIG")
 @click.option("-s", "--serialization-dir", required=True, metavar="DIR",
@@ -32,24 +50,32 @@ def parse_ext_vars(pairs: Tuple[str, ...]) -> Dict[str, str]:
               help='Jsonnet/JSON object of edits merged into the config, e.g. \'{"trainer.num_epochs": 3}\' '
                    '(repeatable: applied in order).')
 @click.option("--dry-run", is_flag=True, help="Build every object and report the plan; train nothing.")
+@click.option("--compile-only", is_flag=True,
+              help="Build everything and compile the training and inference executables for every input "
+                   "shape (filling the executable cache); train nothing and leave DIR untouched.")
 @click.option("--file-friendly-logging", is_flag=True, help="Progress output suited to log files.")
 @click.option("--ext-var", multiple=True, metavar="KEY=VALUE", help="A Jsonnet external variable (repeatable).")
 @include_package_option
 @debug_option
 def train(config_file: str, serialization_dir: str, recover: bool, force: bool, overrides: Tuple[str, ...], dry_run: bool,
-          file_friendly_logging: bool, ext_var: Tuple[str, ...], include_package: Tuple[str, ...]) -> int:
+          compile_only: bool, file_friendly_logging: bool, ext_var: Tuple[str, ...],
+          include_package: Tuple[str, ...]) -> int:
     """Train the experiment in CONFIG (.jsonnet, .json or .yaml), writing everything to DIR."""
     from ipuflow.experiment.run import train_model_from_file
     from ipuflow.training.interruption import TrainingInterrupted
 
+    if compile_only:
+        refuse_with_compile_only(dry_run=dry_run, recover=recover, force=force)
     try:
         result = train_model_from_file(
             config_file, serialization_dir, overrides=overrides, recover=recover, force=force, dry_run=dry_run,
             include_package=include_package, ext_vars=parse_ext_vars(ext_var),
-            file_friendly_logging=file_friendly_logging,
+            file_friendly_logging=file_friendly_logging, compile_only=compile_only,
         )
     except TrainingInterrupted as interrupted:
         return report_error(str(interrupted), EXIT_RUNTIME_ERROR)
+    if compile_only:
+        report_compiled(result, serialization_dir)
     if dry_run:
         # stdout is the report alone, so that it can be piped into `jq` or `python -m json.tool`.
         click.echo("Dry run: every object was built and one training step tried; nothing was trained.", err=True)

@@ -176,6 +176,12 @@ class StepExecutor(Registrable):
             if not self.accepts(sample):
                 self.compile(sample)
 
+    def compile_ahead(self, loader: Any) -> str:
+        """Compile now, without running a step, everything this backend compiles for the batch
+        shapes `loader` yields (``ipuflow train --compile-only``); returns what was compiled, in words.
+        Weights, optimizer state and random-number states are left as they were."""
+        raise NotImplementedError
+
     def set_optimizer(self, optimizer: torch.optim.Optimizer) -> None:
         """Send the optimizer's current hyperparameters (e.g. a new learning rate) to the device."""
         raise NotImplementedError

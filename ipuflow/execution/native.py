@@ -148,6 +148,45 @@ class NativeExecutor(StepExecutor):
         """Whether `batch` has a compiled signature (a call would run without compiling)."""
         return self._spec is not None and self._spec.matches(batch)
 
+    def compile_ahead(self, loader: Any) -> str:
+        """Fix the input spec for every shape of `loader` and, with `compile`, have `torch.compile`
+        build its graphs now: one forward (and, in training, backward) per shape, on the first
+        micro-batch, with no optimizer step; weights, buffers, gradients and RNG states are restored."""
+        self.compile_for(loader)
+        samples = loader.shape_samples()
+        if self._compile_option is False:
+            return "nothing to compile: executor.compile is false, so PyTorch runs eagerly (input shapes fixed only)"
+        # Compiling runs the model: keep what a forward/backward would change (BatchNorm statistics,
+        # dropout's random numbers, gradients) as it was, since no training happened.
+        state = copy.deepcopy(self._model.state_dict())
+        rng = get_rng_states(self._device)
+        was_training = self._model.training
+        try:
+            for sample in samples:
+                self._run_for_compile(sample)
+        finally:
+            self._model.load_state_dict(state)
+            set_rng_states(rng)
+            self._model.train(was_training)
+            for parameter in self._model.parameters():
+                parameter.grad = None
+        passes = "forward and backward" if self.training else "forward"
+        return f"torch.compile built the {passes} graphs for {len(samples)} input shape(s)"
+
+    def _run_for_compile(self, sample: Batch) -> None:
+        """One forward (and backward in training) of `sample`'s first micro-batch through the
+        compiled model, in the same grad and autocast modes as a real call, so the graphs match."""
+        _, _, micro_batch = next(self._micro_batches(sample))
+        if self._moves_inputs:
+            micro_batch = {key: value.to(self._device) for key, value in micro_batch.items()}
+        self._model.train(self.training)
+        with torch.set_grad_enabled(self.training), self._autocast():
+            outputs = self._forward(**micro_batch)
+        if self.training:
+            loss = find_loss(outputs, training=True)
+            assert loss is not None  # find_loss raises in training when the model returns no loss
+            loss.backward()
+
     def __call__(self, batch: Batch) -> StepResult:
         """Run one host call on a combined batch (CPU tensors), compiling first if needed."""
         spec = self._spec

@@ -23,6 +23,7 @@ from ipuflow.execution.executor import Batch, StepExecutor, StepResult
 from ipuflow.execution.input_spec import InputSpec
 from ipuflow.execution.ipu_config import IpuPlacement, MatmulProportion, resolve_placements
 from ipuflow.execution.native import COMPILE_IGNORED_WARNING
+from ipuflow.execution.optimum_ipu_config import ipu_config_applied
 from ipuflow.execution.rng import get_rng_states, set_rng_states
 from ipuflow.execution.step_outputs import find_loss
 
@@ -76,6 +77,7 @@ class PoptorchExecutor(StepExecutor):
         self,
         model: torch.nn.Module,
         optimizer: Optional[torch.optim.Optimizer] = None,
+        ipu_config: Optional[str] = None,
         pipeline_layers: Optional[str] = None,
         layers_per_ipu: Optional[List[int]] = None,
         inference_layers_per_ipu: Optional[List[int]] = None,
@@ -92,6 +94,29 @@ class PoptorchExecutor(StepExecutor):
         inference_embedding_serialization_factor: Optional[int] = None,
         **options: Any,
     ) -> None:
+        """The IPU options (optimum-graphcore's IPUConfig names; docs/ipu.md maps every IPUConfig key).
+
+        ipu_config: path of an optimum-graphcore ipu_config.json whose keys fill the ones this block leaves out (relative: from the working directory).
+        pipeline_layers: dotted path of the model's layer list that layers_per_ipu places, e.g. "encoder.layers".
+        layers_per_ipu: layers on each IPU of a replica in training; -1 shares the remaining layers evenly.
+        inference_layers_per_ipu: layers_per_ipu of the inference executor (default: layers_per_ipu).
+        ipus_per_replica: IPUs per replica in training (default: one per layers_per_ipu entry).
+        inference_ipus_per_replica: ipus_per_replica of the inference executor (IPUConfig's fallback rule).
+        matmul_proportion: available-memory proportion for matmuls and convolutions, one number or one per IPU.
+        inference_matmul_proportion: matmul_proportion of the inference executor.
+        enable_half_partials: fp16 partial results in matmuls and convolutions.
+        optimizer_state_offchip: keep the optimizer state in streaming (off-chip) memory.
+        replicated_tensor_sharding: shard the optimizer state across replicas (only when replication_factor > 1).
+        executable_cache_dir: directory where poptorch caches compiled executables ("" or "disabled": off).
+        recompute_checkpoint_every_layer: recomputation checkpoint after every layer of pipeline_layers but the last.
+        embedding_serialization_factor: 1 only (serialised embeddings need optimum-graphcore's model rewrite).
+        inference_embedding_serialization_factor: the inference twin of embedding_serialization_factor.
+        """
+        if ipu_config is not None:
+            raise ConfigurationError(
+                "executor.ipu_config: the file is read when the executor is built from a config "
+                "(PoptorchExecutor.from_params); in Python, pass read_ipu_config(path) as keyword arguments."
+            )
         # The IPU options, kept to build poptorch.Options and the inference twin.
         self._arguments = {key: value for key, value in locals().items()
                            if key not in ("self", "model", "optimizer", "options", "__class__")}
@@ -128,6 +153,13 @@ class PoptorchExecutor(StepExecutor):
         self._spec: Optional[InputSpec] = None
         self._inference: Optional[PoptorchExecutor] = None
         self._checkpoint_hooks: List[Any] = []
+
+    @classmethod
+    def from_params(cls, params: Any, constructor_to_call: Any = None, constructor_to_inspect: Any = None,
+                    **extras: Any) -> "PoptorchExecutor":
+        """Build from the executor block; an `ipu_config` file fills the keys the block leaves out."""
+        with ipu_config_applied(params, extras) as merged:
+            return super().from_params(merged, constructor_to_call, constructor_to_inspect, **extras)
 
     # -- poptorch options and optimizer ------------------------------------------------------------
 
@@ -261,6 +293,15 @@ class PoptorchExecutor(StepExecutor):
     def accepts(self, batch: Batch) -> bool:
         """Whether `batch` has the compiled signature (a call would run without compiling)."""
         return self._spec is not None and self._poplar.isCompiled() and self._spec.matches(batch)
+
+    def compile_ahead(self, loader: Any) -> str:
+        """Compile the poptorch executable for `loader`'s batch shape (PoplarExecutor.compile builds it
+        without running a step); with `executable_cache_dir` set, poptorch saves it there."""
+        self.compile_for(loader)
+        cache = self._arguments["executable_cache_dir"]
+        where = f", cached in {cache}" if cache and cache != "disabled" else " (executable_cache_dir is not set: not cached)"
+        mode = "training" if self.training else "inference"
+        return f"poptorch compiled the {mode} executable{where}"
 
     def __call__(self, batch: Batch) -> StepResult:
         """Run one host call on a combined batch of CPU tensors, compiling first if needed."""

@@ -29,15 +29,20 @@ def train_model_from_file(
     include_package: Sequence[str] = (),
     ext_vars: Optional[Mapping[str, str]] = None,
     file_friendly_logging: bool = False,
+    compile_only: bool = False,
 ) -> Dict[str, Any]:
     """Train the experiment in `config_file` into `serialization_dir`; return its final metrics.
 
     With `dry_run`, every object is built (data read, vocabulary counted, model and executor
     created) in a temporary directory, one training step is tried (see `ipuflow.experiment.dry_run`)
     and the plan is returned; nothing is trained or written to `serialization_dir`.
+    With `compile_only`, the same build is followed by compiling every executable the run would use
+    (see `compile_model`), whose report is returned.
     """
     params = Params.from_file(config_file, overrides, ext_vars)  # config errors first: this is quick
     include_packages(include_package)
+    if compile_only:
+        return compile_model(params, file_friendly_logging)
     if dry_run:
         from ipuflow.experiment.dry_run import dry_run as check_by_dry_run
 
@@ -68,6 +73,19 @@ def train_model(params: Params, serialization_dir: Union[str, Path], recover: bo
     logger.info("Trained model archived in %s", archive)
     logger.info("Metrics: %s", json.dumps(metrics, indent=2))
     return metrics
+
+
+def compile_model(params: Params, file_friendly_logging: bool = False) -> Dict[str, Any]:
+    """Build the experiment in a temporary directory and compile its executables; the report.
+
+    The serialization directory is not touched, so a later `ipuflow train` into it starts afresh;
+    what lasts is the backend's compile cache (poptorch's `executable_cache_dir`, Inductor's cache).
+    """
+    from ipuflow.experiment.compile_only import compile_experiment
+
+    with tempfile.TemporaryDirectory(prefix="ipuflow-compile-only-") as scratch:
+        configure_logging(None, file_friendly_logging)
+        return compile_experiment(_build(params, Path(scratch)))
 
 
 def _build(params: Params, directory: Path) -> Any:

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import copy
 import enum
+import hashlib
 import logging
+import os
 from typing import Any, Dict, List, Optional, Tuple
 
 import torch
@@ -397,6 +399,16 @@ class PoplarExecutor:
             self._build_device_optimizer()
         self._attached = True
         self._host_weights_version = getattr(self._user_model, "_fake_host_weights_version", 0)
+        self._save_to_executable_cache()
+
+    def _save_to_executable_cache(self) -> None:
+        # poptorch (through PopART) writes the compiled executable into the cache directory as
+        # <hash>.popef when enableExecutableCaching(path) was set; the stand-in writes the signature.
+        for (path,) in self._options.called("enableExecutableCaching"):
+            signature = repr((self._training, sorted((key, tuple(shape), str(dtype)) for key, (shape, dtype) in self._input_spec.items())))
+            os.makedirs(path, exist_ok=True)
+            with open(os.path.join(path, hashlib.sha1(signature.encode()).hexdigest() + ".popef"), "w") as entry:
+                entry.write(signature)
 
     def _build_device_optimizer(self) -> None:
         assert self._optimizer is not None and self._device_model is not None
