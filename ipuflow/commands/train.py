@@ -39,6 +39,8 @@ def train(config_file: str, serialization_dir: str, recover: bool, force: bool, 
           file_friendly_logging: bool, ext_var: Tuple[str, ...], include_package: Tuple[str, ...]) -> int:
     """Train the experiment in CONFIG (.jsonnet, .json or .yaml), writing everything to DIR."""
     from ipuflow.experiment.run import train_model_from_file
+    from ipuflow.storage import RunDirectoryLocked
+    from ipuflow.training.checkpointer import CheckpointsUnreadable
     from ipuflow.training.interruption import TrainingInterrupted
 
     try:
@@ -47,8 +49,9 @@ def train(config_file: str, serialization_dir: str, recover: bool, force: bool, 
             include_package=include_package, ext_vars=parse_ext_vars(ext_var),
             file_friendly_logging=file_friendly_logging,
         )
-    except TrainingInterrupted as interrupted:
-        return report_error(str(interrupted), EXIT_RUNTIME_ERROR)
+    except (TrainingInterrupted, RunDirectoryLocked, CheckpointsUnreadable) as stopped:
+        # Each says what happened and what to do next in one paragraph: no exception name, no traceback.
+        return report_error(str(stopped), EXIT_RUNTIME_ERROR)
     if dry_run:
         click.echo("Dry run: every object was built; nothing was trained.")
         click.echo(json.dumps(result, indent=2))

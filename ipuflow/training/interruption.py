@@ -5,7 +5,7 @@ from __future__ import annotations
 import signal
 import threading
 from types import FrameType
-from typing import Any, Dict, Optional
+from typing import Any, Callable, Dict, Optional
 
 
 class TrainingInterrupted(RuntimeError):
@@ -38,6 +38,34 @@ class InterruptListener:
         self.signal_name = signal.Signals(signum).name
 
     def __enter__(self) -> "InterruptListener":
+        if threading.current_thread() is threading.main_thread():
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+        self._previous = {}
+
+
+class StopOnSignal:
+    """For a whole command: SIGINT and SIGTERM raise `TrainingInterrupted` at once, with the message
+    `describe(signal_name)` (which says where the command stopped and what `-r` will do).
+
+    While training runs, the trainer's `InterruptListener` takes over (it finishes the host call
+    and checkpoints first) and hands these handlers back afterwards. Installed only from the main
+    thread; the previous handlers are restored on exit.
+    """
+
+    def __init__(self, describe: Callable[[str], str]) -> None:
+        self._describe = describe
+        self._previous: Dict[int, Any] = {}
+
+    def _handle(self, signum: int, frame: Optional[FrameType]) -> None:
+        raise TrainingInterrupted(self._describe(signal.Signals(signum).name))
+
+    def __enter__(self) -> "StopOnSignal":
         if threading.current_thread() is threading.main_thread():
             for signum in (signal.SIGINT, signal.SIGTERM):
                 self._previous[signum] = signal.signal(signum, self._handle)
