@@ -51,7 +51,8 @@ class RunStatus:
             STOPPED_EARLY: "early (the validation metric ran out of patience)",
             STOPPED_BY_CALLBACK: "early (a callback asked to stop)",
         }.get(self.stopped, f"({self.stopped})")
-        done = [f"training stopped {why}, {self.epochs_completed} epochs and {self.optimizer_updates} optimizer updates in"]
+        done = [f"training stopped {why}, after {self.epochs_completed} complete epochs and "
+                f"{self.optimizer_updates} optimizer updates"]
         if self.test_evaluated:
             done.append("the test set was evaluated")
         if self.archived:

@@ -1,0 +1,100 @@
+"""A resumed trainer knows what state the run is in (issue 17.1, 17.2): a stopped run stays
+stopped, and the best weights are repaired after a crash between a checkpoint and writing them."""
+
+import os
+
+import pytest
+import safetensors.torch
+import torch
+
+import ipuflow.training.gradient_descent_trainer as trainer_module
+from ipuflow.training import GradientDescentTrainer
+
+from tests.training.test_trainer import build, read_metrics
+
+
+class SimulatedCrash(BaseException):
+    """Stands for the process dying at this point: nothing after it runs, no handler catches it."""
+
+
+def files(directory):
+    return {name: (directory / name).read_bytes() for name in sorted(os.listdir(directory))
+            if (directory / name).is_file()}
+
+
+@pytest.mark.parametrize("stopper", [{"patience": 1}, {"callbacks": [{"type": "early_stopping", "patience": 1}]}])
+def test_an_early_stopped_run_resumes_as_stopped(tmp_path, stopper):
+    config = {"num_epochs": 10, "optimizer": {"type": "sgd", "lr": 0.05},
+              "learning_rate_scheduler": {"type": "exponential", "gamma": 12.0}, **stopper}
+    first = build(tmp_path, config)
+    metrics = first.train()
+    assert metrics["epoch"] == 1 and first.run_status.stopped in ("early_stopping", "callback")
+    before = files(tmp_path)
+    second = build(tmp_path, config, seed=5)
+    assert second.train() == metrics
+    assert second.epochs_completed == 2
+    assert files(tmp_path) == before  # no epoch 2, no new checkpoint, same best weights
+    best = safetensors.torch.load_file(str(tmp_path / "best.safetensors"))
+    assert torch.equal(best["linear.weight"], second.model.linear.weight.detach())
+
+
+@pytest.mark.parametrize("moving_average", [False, True])
+def test_a_crash_between_the_last_checkpoint_and_the_best_weights_is_repaired_on_resume(
+        tmp_path, monkeypatch, moving_average):
+    config = {"num_epochs": 2, "checkpointer": {"keep_most_recent_by_count": None}}
+    if moving_average:
+        config["moving_average"] = {"decay": 0.5}
+    uninterrupted = tmp_path / "uninterrupted"
+    build(uninterrupted, config).train()
+
+    crashed = tmp_path / "crashed"
+    trainer = build(crashed, config)
+    calls = []
+    if moving_average:
+        original = GradientDescentTrainer._save_best_weights
+
+        def crash_on_the_second(self):
+            calls.append(1)
+            if len(calls) == 2:
+                raise SimulatedCrash
+            original(self)
+
+        monkeypatch.setattr(GradientDescentTrainer, "_save_best_weights", crash_on_the_second)
+    else:
+        original_link = trainer_module.link_atomically
+
+        def crash_on_the_second(source, path):
+            calls.append(1)
+            if len(calls) == 2:
+                raise SimulatedCrash
+            original_link(source, path)
+
+        monkeypatch.setattr(trainer_module, "link_atomically", crash_on_the_second)
+    with pytest.raises(SimulatedCrash):
+        trainer.train()
+    monkeypatch.undo()
+    # The last checkpoint is on disk; best.safetensors still holds epoch 0's weights.
+    assert (crashed / "checkpoint_e2_b0.json").exists()
+    stale = safetensors.torch.load_file(str(crashed / "best.safetensors"))
+    best = safetensors.torch.load_file(str(uninterrupted / "best.safetensors"))
+    assert not torch.equal(stale["linear.weight"], best["linear.weight"])
+
+    resumed = build(crashed, config, seed=7)
+    resumed.train()
+    repaired = safetensors.torch.load_file(str(crashed / "best.safetensors"))
+    assert all(torch.equal(repaired[key], best[key]) for key in best)
+    assert torch.equal(resumed.model.linear.weight.detach(), best["linear.weight"])
+    assert read_metrics(crashed) == read_metrics(uninterrupted)
+
+
+def test_a_damaged_best_weights_file_that_cannot_be_rebuilt_stops_the_run(tmp_path):
+    config = {"num_epochs": 3, "optimizer": {"type": "sgd", "lr": 0.05},
+              "learning_rate_scheduler": {"type": "exponential", "gamma": 12.0}, "patience": 5}
+    build(tmp_path, config).train()  # epoch 0 stays the best; the last checkpoint is e3_b0
+    best = tmp_path / "best.safetensors"
+    data = bytearray(best.read_bytes())
+    data[-4] ^= 0xFF
+    best.unlink()  # a hard link to an old checkpoint: write a new file, leave that checkpoint alone
+    best.write_bytes(bytes(data))
+    with pytest.raises(RuntimeError, match="best.safetensors does not hold the best weights"):
+        build(tmp_path, config).train()
