@@ -131,7 +131,10 @@ def _load_from_directory(directory: Path, weights: Path, overrides: Union[str, D
     if not weights.is_file():
         raise ConfigurationError(f"Weights file {weights} does not exist.")
     _verify_archived_weights(directory, weights)
-    raw = json.loads(config_path.read_text())
+    try:
+        raw = json.loads(config_path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ConfigurationError(f"{config_path} cannot be read ({type(error).__name__}: {error}).") from None
     if overrides:
         from ipuflow.config.params import parse_overrides
 

@@ -26,7 +26,9 @@ def parse_ext_vars(pairs: Tuple[str, ...]) -> Dict[str, str]:
 @click.argument("config_file", metavar="CONFIG")
 @click.option("-s", "--serialization-dir", required=True, metavar="DIR",
               help="Directory for checkpoints, logs, metrics and the model archive.")
-@click.option("-r", "--recover", is_flag=True, help="Continue the run in DIR from its latest checkpoint.")
+@click.option("-r", "--recover", is_flag=True,
+              help="Continue the run in DIR from its latest checkpoint, or finish it (test evaluation, archive); "
+                   "the config must be the same, except a raised trainer.num_epochs or trainer.max_steps.")
 @click.option("-f", "--force", is_flag=True, help="Delete DIR's contents and start over.")
 @click.option("-o", "--overrides", default="", metavar="JSON",
               help='Jsonnet/JSON object of edits, e.g. \'{"trainer.num_epochs": 3}\'.')

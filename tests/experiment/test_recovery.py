@@ -2,7 +2,6 @@
 damaged files, a second process, and faults injected at exact points in a child process."""
 
 import json
-import os
 import shutil
 import signal
 import socket

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterator, Union
+from typing import Generator, Union
 
 from ipuflow.config import ConfigurationError
 
 
-def utf8_lines(path: Union[str, Path]) -> Iterator[str]:
+def utf8_lines(path: Union[str, Path]) -> Generator[str, None, None]:
     """The lines of the file at `path` (line endings kept, as with ``newline=""``), each decoded as
     UTF-8; bytes that are not UTF-8 are an error naming the file, the line and the column."""
     with open(path, "rb") as file:
