@@ -45,6 +45,9 @@ def link_atomically(source: Union[str, Path], path: Union[str, Path]) -> None:
             temporary.unlink()
         os.link(source, temporary)
         os.replace(temporary, path)
+        # rename() does nothing when both names are already links to one file: drop the temporary.
+        if temporary.exists():
+            temporary.unlink()
     except OSError:
         if temporary.exists():
             temporary.unlink()

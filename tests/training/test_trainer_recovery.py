@@ -99,3 +99,19 @@ def test_a_damaged_best_weights_file_that_cannot_be_rebuilt_stops_the_run(tmp_pa
     best.write_bytes(bytes(data))
     with pytest.raises(RuntimeError, match="best.safetensors does not hold the best weights"):
         build(tmp_path, config).train()
+
+
+def test_a_max_steps_stop_without_validation_keeps_the_final_weights_as_the_best_and_stays_stopped(tmp_path):
+    config = {"num_epochs": 3, "max_steps": 5}
+    trainer = build(tmp_path, config, with_validation=False)
+    metrics = trainer.train()  # 12 host calls per epoch: the stop comes mid-epoch 0
+    assert metrics["epoch"] == 0 and metrics["optimizer_updates"] == 5 and metrics["best_epoch"] == 0
+    best = safetensors.torch.load_file(str(tmp_path / "best.safetensors"))
+    assert torch.equal(best["linear.weight"], trainer.model.linear.weight.detach())
+    assert trainer.run_status.stopped == "max_steps"
+    before = files(tmp_path)
+    again = build(tmp_path, config, with_validation=False, seed=3)
+    assert again.train() == metrics and again.optimizer_updates == 5
+    assert files(tmp_path) == before
+    raised = build(tmp_path, {**config, "max_steps": 30}, with_validation=False, seed=3)
+    assert raised.train()["optimizer_updates"] == 30 and raised.run_status.stopped == "max_steps"
