@@ -10,7 +10,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ipuflow.config import ConfigurationError, Params
 from ipuflow.config.plugins import include_packages
-from ipuflow.storage import RunDirectoryLock, remove_interrupted_writes, write_json_atomically
+from ipuflow.storage import LOCK_NAME, RunDirectoryLock, remove_interrupted_writes, write_json_atomically
 from ipuflow.experiment.serialization_dir import (
     ARCHIVE_NAME, CONFIG_NAME, LOG_NAME, META_NAME, METRICS_NAME, configure_logging, prepare_serialization_dir,
     run_metadata,
@@ -74,8 +74,10 @@ def train_model(params: Params, serialization_dir: Union[str, Path], recover: bo
     def interrupted(signal_name: str) -> str:
         if (directory / CONFIG_NAME).is_file():
             then = f"`ipuflow train CONFIG -s {directory} -r` {_RESUME_AFTER[phase[0]]}."
+        elif directory.is_dir() and any(entry.name != LOCK_NAME for entry in directory.iterdir()):
+            then = f"Nothing of the run was saved yet; run the command again with --force ({directory} is not empty)."
         else:
-            then = f"Nothing of the run was saved yet; run the command again (with --force, as {directory} exists)."
+            then = "Nothing of the run was saved yet; run the command again."
         return f"Interrupted by {signal_name} during {phase[0]}: the command stopped there. {then}"
 
     def enter(name: str) -> None:

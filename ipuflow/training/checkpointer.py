@@ -242,9 +242,9 @@ class Checkpointer(Registrable):
         if failures:
             raise CheckpointsUnreadable(
                 f"None of the {len(failures)} checkpoints in {self._serialization_dir} can be read, so training "
-                f"cannot resume: {'; '.join(failures)}. Nothing was changed. To start the run over, run `ipuflow "
-                f"train` with --force instead of --recover (it deletes {self._serialization_dir}); or restore the "
-                "files from a backup and recover again."
+                f"cannot resume: {'; '.join(failures)}. No checkpoint was changed or removed. To start the run "
+                f"over, run `ipuflow train` with --force instead of --recover (it deletes {self._serialization_dir}); "
+                "or restore the files from a backup and recover again."
             )
         return None
 

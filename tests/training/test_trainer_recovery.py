@@ -115,3 +115,27 @@ def test_a_max_steps_stop_without_validation_keeps_the_final_weights_as_the_best
     assert files(tmp_path) == before
     raised = build(tmp_path, {**config, "max_steps": 30}, with_validation=False, seed=3)
     assert raised.train()["optimizer_updates"] == 30 and raised.run_status.stopped == "max_steps"
+
+
+def test_the_save_cadence_survives_a_crash_and_resume(tmp_path):
+    from ipuflow.training import TrainerCallback
+
+    config = {"num_epochs": 1, "checkpointer": {"save_every_num_batches": 5, "keep_most_recent_by_count": None}}
+    uninterrupted = tmp_path / "uninterrupted"
+    build(uninterrupted, config).train()
+
+    class CrashAtCall8(TrainerCallback):
+        def on_batch(self, trainer, batch, outputs, batch_metrics, epoch, batch_number, is_training, **kwargs):
+            if is_training and batch_number == 8:
+                raise SimulatedCrash
+
+    crashed = tmp_path / "crashed"
+    trainer = build(crashed, config)
+    trainer._callbacks.append(CrashAtCall8(str(crashed)))
+    with pytest.raises(SimulatedCrash):
+        trainer.train()
+    build(crashed, config).train()  # resumes from e0_b5
+    checkpoints = sorted(name for name in os.listdir(uninterrupted) if name.startswith("model_state_"))
+    assert checkpoints == ["model_state_e0_b10.safetensors", "model_state_e0_b5.safetensors",
+                           "model_state_e1_b0.safetensors"]
+    assert sorted(name for name in os.listdir(crashed) if name.startswith("model_state_")) == checkpoints
