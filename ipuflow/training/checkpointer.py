@@ -118,6 +118,9 @@ class Checkpointer(Registrable):
         self._last_save_time = time.time()
         self._last_save_epoch = 0
         self._last_save_batches = 0
+        # Checkpoints found damaged on load: kept for inspection, but they hold no retention slot
+        # (they sort newest, and would otherwise crowd out the resumed run's own checkpoints).
+        self._damaged: set = set()
 
     @property
     def serialization_dir(self) -> Path:
@@ -177,6 +180,7 @@ class Checkpointer(Registrable):
                 model_path.name: file_sha256(model_path),
                 training_path.name: file_sha256(training_path),
             }, checkpoint.run_status)
+        self._damaged.discard((epochs, batches))  # written anew
         self._remove_old_checkpoints()
         return model_path, training_path
 
@@ -235,6 +239,7 @@ class Checkpointer(Registrable):
                                          dict(manifest.get("run_status") or {}))
             except Exception as error:  # damaged files: fall back to an older checkpoint
                 failures.append(f"{self.manifest_path(epochs, batches).name} ({error})")
+                self._damaged.add((epochs, batches))
                 logger.warning(
                     "Checkpoint e%d_b%d in %s cannot be used: %s: %s; trying the previous one",
                     epochs, batches, self._serialization_dir, type(error).__name__, error,
@@ -286,7 +291,7 @@ class Checkpointer(Registrable):
     def _remove_old_checkpoints(self) -> None:
         if self._keep_most_recent_by_count is None and self._keep_most_recent_by_age is None:
             return
-        checkpoints = self.all_checkpoints()
+        checkpoints = [checkpoint for checkpoint in self.all_checkpoints() if checkpoint not in self._damaged]
         keep = set()
         if self._keep_most_recent_by_count is not None:
             keep.update(checkpoints[: self._keep_most_recent_by_count])

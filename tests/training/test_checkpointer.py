@@ -162,3 +162,18 @@ def test_the_run_status_is_recorded_with_the_newest_checkpoint(tmp_path):
     assert (model_path.read_bytes(), training_path.read_bytes()) == files_before
     manifest = json.loads(checkpointer.manifest_path(2, 0).read_text())
     assert set(manifest["sha256"]) == {model_path.name, training_path.name}
+
+
+def test_damaged_checkpoints_hold_no_retention_slot_after_a_fallback(tmp_path):
+    checkpointer = Checkpointer(str(tmp_path), keep_most_recent_by_count=2)
+    trainer = PositionOnlyTrainer()
+    save_at(checkpointer, trainer, 1, 0)
+    damaged = save_at(checkpointer, trainer, 1, 9)[0]
+    overwrite_bytes(damaged)
+    resumed = Checkpointer(str(tmp_path), keep_most_recent_by_count=2)
+    assert resumed.load_checkpoint().training_state["epochs_completed"] == 1  # e1_b0
+    # The resumed run saves at other positions (e.g. time-based saves): its own newest two stay.
+    save_at(resumed, trainer, 1, 3)
+    save_at(resumed, trainer, 1, 6)
+    assert resumed.all_checkpoints() == [(1, 9), (1, 6), (1, 3)]
+    assert damaged.exists()
