@@ -263,28 +263,53 @@ def test_a_kill_during_the_vocabulary_write_leaves_no_partial_vocabulary(tiny_da
     assert not [path.name for path in directory.iterdir() if path.name.endswith((".tmp", ".tmpdir"))]
 
 
-@pytest.mark.slow
-def test_a_kill_inside_a_checkpoint_write_is_cleaned_up_and_resumes_byte_identical(
-        trained_run, tiny_config_file, tmp_path):
-    directory = tmp_path / "run"
-    # The third checkpoint's weights are written to their temporary file, then the process dies
-    # before the rename: a temporary file and an orphan training state are left behind.
-    result = run_with_fault(["train", str(tiny_config_file), "-s", str(directory)], """
+_KILL_AT = {
+    # The third checkpoint's weights reach their temporary file, then the process dies before the
+    # rename: a temporary file and an orphan training state are left behind.
+    "inside a checkpoint write": """
         calls = []
         def third_weights_file(*args, **kwargs):
             calls.append(args)
             if len(calls) == 3:
                 kill_now()
         inject("safetensors.torch", "save_file", after=third_weights_file)
-    """)
-    assert result.returncode == -signal.SIGKILL
+    """,
+    # Between an epoch-end checkpoint and linking the best weights to it (issue 17.2).
+    "before linking the best weights": """
+        inject("ipuflow.training.gradient_descent_trainer", "link_atomically", before=kill_now)
+    """,
+    # In the middle of epoch 2 (12 host calls per epoch), between checkpoints.
+    "after host call 30": """
+        import ipuflow.execution.native as native
+        host_call = native.NativeExecutor.__call__
+        calls = []
+        def counted(self, batch):
+            calls.append(1)
+            if len(calls) == 31:
+                kill_now()
+            return host_call(self, batch)
+        native.NativeExecutor.__call__ = counted
+    """,
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("point", list(_KILL_AT))
+def test_a_kill_anywhere_is_cleaned_up_and_resumes_byte_identical(trained_run, tiny_config_file, tmp_path, point):
+    directory = tmp_path / "run"
+    result = run_with_fault(["train", str(tiny_config_file), "-s", str(directory)], _KILL_AT[point])
+    assert result.returncode == -signal.SIGKILL, result.stderr[-2000:]
     left = sorted(path.name for path in directory.iterdir())
-    assert any(name.startswith(".model_state_e3_b0.safetensors.") and name.endswith(".tmp") for name in left), left
-    assert "training_state_e3_b0.pt" in left and "checkpoint_e3_b0.json" not in left
+    if point == "inside a checkpoint write":
+        assert any(name.startswith(".model_state_e3_b0.safetensors.") and name.endswith(".tmp") for name in left), left
+        assert "training_state_e3_b0.pt" in left and "checkpoint_e3_b0.json" not in left
     assert run(["train", str(tiny_config_file), "-s", str(directory), "-r"]) == 0
     left = sorted(path.name for path in directory.iterdir())
-    assert not [name for name in left if name.endswith(".tmp")] and "training_state_e3_b0.pt" not in left
+    assert not [name for name in left if name.endswith((".tmp", ".link"))], left
+    assert not [name for name in left if name.startswith(("model_state", "training_state"))
+                and f"checkpoint_{name.split('_', 2)[2].rsplit('.', 1)[0]}.json" not in left], left
     for name in ("model_state_e6_b0.safetensors", "best.safetensors"):
         assert equal_weights(trained_run / name, directory / name), name
-    assert json.loads((directory / "metrics.json").read_text())["test_accuracy"] == \
-        json.loads((trained_run / "metrics.json").read_text())["test_accuracy"]
+    finished, reference = (json.loads((path / "metrics.json").read_text()) for path in (directory, trained_run))
+    assert {key: value for key, value in finished.items() if not key.endswith("duration")} == {
+        key: value for key, value in reference.items() if not key.endswith("duration")}
