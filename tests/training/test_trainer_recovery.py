@@ -139,3 +139,24 @@ def test_the_save_cadence_survives_a_crash_and_resume(tmp_path):
     assert checkpoints == ["model_state_e0_b10.safetensors", "model_state_e0_b5.safetensors",
                            "model_state_e1_b0.safetensors"]
     assert sorted(name for name in os.listdir(crashed) if name.startswith("model_state_")) == checkpoints
+
+
+def test_a_signal_as_training_ends_is_reported_and_the_run_resumes_as_finished(tmp_path):
+    import signal
+
+    from ipuflow.training import TrainerCallback, TrainingInterrupted
+
+    class SignalAtTheLastEpoch(TrainerCallback):
+        def on_epoch(self, trainer, metrics, epoch, is_primary=True, **kwargs):
+            if epoch == 1:
+                os.kill(os.getpid(), signal.SIGTERM)
+
+    config = {"num_epochs": 2}
+    trainer = build(tmp_path, config)
+    trainer._callbacks.append(SignalAtTheLastEpoch(str(tmp_path)))
+    with pytest.raises(TrainingInterrupted, match="SIGTERM arrived as training ended.*without training"):
+        trainer.train()
+    before = files(tmp_path)
+    resumed = build(tmp_path, config)
+    assert resumed.train()["epoch"] == 1 and resumed.run_status.stopped == "num_epochs"
+    assert files(tmp_path) == before
