@@ -6,6 +6,7 @@ that would land outside the target directory.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import tarfile
@@ -16,12 +17,14 @@ from typing import Any, Dict, Optional, Union
 
 from ipuflow.config import ConfigurationError, Params
 from ipuflow.config.params import with_overrides
-from ipuflow.storage import write_atomically
+from ipuflow.storage import ChecksumMismatch, file_sha256, verify_sha256, write_atomically
 from ipuflow.experiment.serialization_dir import (
     ARCHIVE_NAME, BEST_WEIGHTS_NAME, CONFIG_NAME, META_NAME, VOCABULARY_DIR,
 )
 
 WEIGHTS_NAME = "weights.safetensors"
+# The SHA-256 of the weights, in `sha256sum` format, checked when the archive is loaded.
+WEIGHTS_CHECKSUM_NAME = "weights.safetensors.sha256"
 
 
 @dataclass
@@ -44,11 +47,15 @@ def archive_model(serialization_dir: Union[str, Path], weights: Optional[Union[s
     if not weights_path.is_file():
         raise ConfigurationError(f"Cannot archive {directory}: no weights file {weights_path}.")
     target = Path(archive_path) if archive_path is not None else directory / ARCHIVE_NAME
+    checksum = f"{file_sha256(weights_path)}  {WEIGHTS_NAME}\n".encode("ascii")
 
     def write(temporary: str) -> None:
         with tarfile.open(temporary, "w:gz") as archive:
             archive.add(directory / CONFIG_NAME, arcname=CONFIG_NAME)
             archive.add(weights_path, arcname=WEIGHTS_NAME)
+            checksum_member = tarfile.TarInfo(WEIGHTS_CHECKSUM_NAME)
+            checksum_member.size = len(checksum)
+            archive.addfile(checksum_member, io.BytesIO(checksum))
             if (directory / VOCABULARY_DIR).is_dir():
                 archive.add(directory / VOCABULARY_DIR, arcname=VOCABULARY_DIR)
             if (directory / META_NAME).is_file():
@@ -100,6 +107,17 @@ def _load_from_directory_archive(archive_file: Path, overrides: Union[str, Dict[
         return _load_from_directory(Path(folder), weights, overrides)
 
 
+def _verify_archived_weights(directory: Path, weights: Path) -> None:
+    """Check the archive's weights against the checksum archived with them (if any)."""
+    recorded = directory / WEIGHTS_CHECKSUM_NAME
+    if weights != directory / WEIGHTS_NAME or not recorded.is_file():
+        return
+    try:
+        verify_sha256(weights, recorded.read_text(encoding="ascii").split()[0])
+    except (ChecksumMismatch, ValueError, IndexError) as error:
+        raise ConfigurationError(f"The archive's {WEIGHTS_NAME} is damaged: {error}.") from None
+
+
 def _load_from_directory(directory: Path, weights: Path, overrides: Union[str, Dict[str, Any]]) -> Archive:
     from safetensors.torch import load_file
 
@@ -112,7 +130,11 @@ def _load_from_directory(directory: Path, weights: Path, overrides: Union[str, D
         raise ConfigurationError(f"{directory} holds no {CONFIG_NAME}: it is not an ipuflow archive or run directory.")
     if not weights.is_file():
         raise ConfigurationError(f"Weights file {weights} does not exist.")
-    raw = json.loads(config_path.read_text())
+    _verify_archived_weights(directory, weights)
+    try:
+        raw = json.loads(config_path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ConfigurationError(f"{config_path} cannot be read ({type(error).__name__}: {error}).") from None
     if overrides:
         from ipuflow.config.params import parse_overrides
 

@@ -44,7 +44,9 @@ def report_compiled(report: Dict[str, Any], serialization_dir: str) -> None:
 @click.argument("config_file", metavar="CONFIG")
 @click.option("-s", "--serialization-dir", required=True, metavar="DIR",
               help="Directory for checkpoints, logs, metrics and the model archive.")
-@click.option("-r", "--recover", is_flag=True, help="Continue the run in DIR from its latest checkpoint.")
+@click.option("-r", "--recover", is_flag=True,
+              help="Continue the run in DIR from its latest checkpoint, or finish it (test evaluation, archive); "
+                   "the config must be the same, except a raised trainer.num_epochs or trainer.max_steps.")
 @click.option("-f", "--force", is_flag=True, help="Delete DIR's contents and start over.")
 @click.option("-o", "--overrides", multiple=True, metavar="JSON",
               help='Jsonnet/JSON object of edits merged into the config, e.g. \'{"trainer.num_epochs": 3}\' '
@@ -62,6 +64,8 @@ def train(config_file: str, serialization_dir: str, recover: bool, force: bool, 
           include_package: Tuple[str, ...]) -> int:
     """Train the experiment in CONFIG (.jsonnet, .json or .yaml), writing everything to DIR."""
     from ipuflow.experiment.run import train_model_from_file
+    from ipuflow.storage import RunDirectoryLocked
+    from ipuflow.training.checkpointer import CheckpointsUnreadable
     from ipuflow.training.interruption import TrainingInterrupted
 
     if compile_only:
@@ -72,8 +76,9 @@ def train(config_file: str, serialization_dir: str, recover: bool, force: bool, 
             include_package=include_package, ext_vars=parse_ext_vars(ext_var),
             file_friendly_logging=file_friendly_logging, compile_only=compile_only,
         )
-    except TrainingInterrupted as interrupted:
-        return report_error(str(interrupted), EXIT_RUNTIME_ERROR)
+    except (TrainingInterrupted, RunDirectoryLocked, CheckpointsUnreadable) as stopped:
+        # Each says what happened and what to do next in one paragraph: no exception name, no traceback.
+        return report_error(str(stopped), EXIT_RUNTIME_ERROR)
     if compile_only:
         report_compiled(result, serialization_dir)
     if dry_run:

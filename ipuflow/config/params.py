@@ -202,8 +202,10 @@ class Params(MutableMapping[str, Any]):
         return order(self.params, _TOP_LEVEL_KEY_ORDER)
 
     def to_file(self, path: Union[str, os.PathLike]) -> None:
-        """Write the config as indented JSON in reading order."""
-        Path(path).write_text(json.dumps(self.as_ordered_dict(), indent=2) + "\n")
+        """Write the config as indented JSON in reading order, atomically (a crash leaves the old file)."""
+        from ipuflow.storage.atomic import write_text_atomically  # (storage needs no config; no cycle)
+
+        write_text_atomically(path, json.dumps(self.as_ordered_dict(), indent=2) + "\n")
 
     def duplicate(self) -> "Params":
         """An independent deep copy."""

@@ -10,6 +10,7 @@ from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Union
 from ipuflow.config import ConfigurationError, Registrable
 from ipuflow.data.fields import VocabCounter
 from ipuflow.data.instance import Instance
+from ipuflow.storage.atomic import write_directory_atomically
 
 logger = logging.getLogger(__name__)
 
@@ -260,20 +261,27 @@ class Vocabulary(Registrable):
 
     def save_to_files(self, directory: Union[str, Path]) -> None:
         """Write one plain-text file per namespace (a token a line, in id order, without the
-        padding token of padded namespaces) and `non_padded_namespaces.txt` (the patterns)."""
+        padding token of padded namespaces) and `non_padded_namespaces.txt` (the patterns).
+
+        The directory is written whole under a temporary name and renamed into place, so a crash
+        never leaves part of a vocabulary; an existing `directory` is replaced."""
         directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        if any(directory.glob("*.txt")):
-            logger.warning("Overwriting the vocabulary files in %s", directory)
-            for old in directory.glob("*.txt"):
-                old.unlink()
-        _write_lines(directory / NON_PADDED_NAMESPACES_FILE, self._non_padded_namespaces)
-        for namespace, tokens in self._index_to_token.items():
+        for namespace in self._index_to_token:
             file_name = f"{namespace}.txt"
             if Path(file_name).name != file_name or namespace.startswith(".") or file_name == NON_PADDED_NAMESPACES_FILE:
                 raise ValueError(f"The namespace {namespace!r} cannot be a file name in {directory}.")
-            start = 1 if self.is_padded(namespace) else 0
-            _write_lines(directory / file_name, [t.replace("\n", NEWLINE_REPLACEMENT) for t in tokens[start:]])
+        if directory.is_dir() and any(directory.glob("*.txt")):
+            logger.warning("Overwriting the vocabulary files in %s", directory)
+        directory.parent.mkdir(parents=True, exist_ok=True)
+
+        def write(temporary: Path) -> None:
+            _write_lines(temporary / NON_PADDED_NAMESPACES_FILE, self._non_padded_namespaces)
+            for namespace, tokens in self._index_to_token.items():
+                start = 1 if self.is_padded(namespace) else 0
+                _write_lines(temporary / f"{namespace}.txt",
+                             [t.replace("\n", NEWLINE_REPLACEMENT) for t in tokens[start:]])
+
+        write_directory_atomically(directory, write)
 
     # ------------------------------------------------------------------------------------ other
 
@@ -300,8 +308,14 @@ def _write_lines(path: Path, lines: Iterable[str]) -> None:
 
 
 def _read_lines(path: Path) -> List[str]:
-    with open(path, encoding="utf-8", newline="") as file:
-        text = file.read()
+    try:
+        with open(path, encoding="utf-8", newline="") as file:
+            text = file.read()
+    except UnicodeDecodeError as error:
+        line = error.object[: error.start].count(b"\n") + 1
+        raise ConfigurationError(f"{path}:{line}: the vocabulary file is not UTF-8 text ({error.reason}).") from None
+    except OSError as error:
+        raise ConfigurationError(f"{path}: the vocabulary file cannot be read ({error.strerror or error}).") from None
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()

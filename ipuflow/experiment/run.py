@@ -6,14 +6,15 @@ import json
 import logging
 import tempfile
 from pathlib import Path
-from typing import Any, Dict, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from ipuflow.config import ConfigurationError, Params
 from ipuflow.config.params import Overrides
 from ipuflow.config.plugins import include_packages
-from ipuflow.storage import write_json_atomically
+from ipuflow.storage import LOCK_NAME, RunDirectoryLock, remove_interrupted_writes, write_json_atomically
 from ipuflow.experiment.serialization_dir import (
-    CONFIG_NAME, LOG_NAME, META_NAME, METRICS_NAME, configure_logging, prepare_serialization_dir, run_metadata,
+    ARCHIVE_NAME, CONFIG_NAME, LOG_NAME, META_NAME, METRICS_NAME, configure_logging, prepare_serialization_dir,
+    run_metadata,
 )
 
 logger = logging.getLogger(__name__)
@@ -51,25 +52,87 @@ def train_model_from_file(
                        file_friendly_logging=file_friendly_logging)
 
 
+# What `-r` does after a command stopped in each phase outside training (training checkpoints itself).
+_RESUME_AFTER = {
+    "start-up": "continues the run from its latest checkpoint (or starts training if there is none yet)",
+    "test evaluation": "evaluates the best model on the test set, writes metrics.json and archives the model, "
+                       "without training",
+    "writing metrics": "writes metrics.json and archives the model, without training",
+    "archiving": "archives the model, without training",
+}
+
+
 def train_model(params: Params, serialization_dir: Union[str, Path], recover: bool = False, force: bool = False,
                 file_friendly_logging: bool = False) -> Dict[str, Any]:
-    """Train the experiment described by `params` into `serialization_dir` (see `train_model_from_file`)."""
-    from ipuflow.archival import archive_model
+    """Train the experiment described by `params` into `serialization_dir` (see `train_model_from_file`).
+
+    The directory is locked for the whole command (one process per run). Its phases are start-up,
+    training, test evaluation, writing metrics and archiving; the run's status, checkpointed with
+    the training state, says which are done, so `recover` does only what is left, and nothing at
+    all for a complete run. SIGINT/SIGTERM in any phase stop the command with a message saying
+    where, and what `recover` will then do.
+    """
+    from ipuflow.training.interruption import StopOnSignal
 
     directory = Path(serialization_dir)
-    prepare_serialization_dir(directory, params, recover=recover, force=force)
+    phase = ["start-up"]
+
+    def interrupted(signal_name: str) -> str:
+        if (directory / CONFIG_NAME).is_file():
+            then = f"`ipuflow train CONFIG -s {directory} -r` {_RESUME_AFTER[phase[0]]}."
+        elif directory.is_dir() and any(entry.name != LOCK_NAME for entry in directory.iterdir()):
+            then = f"Nothing of the run was saved yet; run the command again with --force ({directory} is not empty)."
+        else:
+            then = "Nothing of the run was saved yet; run the command again."
+        return f"Interrupted by {signal_name} during {phase[0]}: the command stopped there. {then}"
+
+    def enter(name: str) -> None:
+        phase[0] = name
+        logger.debug("Phase: %s", name)
+
+    lock = RunDirectoryLock(directory)
+    with StopOnSignal(interrupted):
+        try:
+            return _train_locked(params, directory, lock, enter, recover, force, file_friendly_logging)
+        finally:
+            lock.release()
+
+
+def _train_locked(params: Params, directory: Path, lock: RunDirectoryLock, enter: Callable[[str], None],
+                  recover: bool, force: bool, file_friendly_logging: bool) -> Dict[str, Any]:
+    from ipuflow.archival import archive_model
+
+    raised = prepare_serialization_dir(directory, params, recover=recover, force=force, lock=lock)
+    removed: List[str] = []
+    if recover:
+        removed = remove_interrupted_writes(directory)
+        complete = _completed_run(directory, raised)
+        if complete is not None:
+            configure_logging(None, file_friendly_logging)
+            logger.info("The run in %s is complete (%s); nothing to do, nothing was changed.", directory, complete[1])
+            return complete[0]
     configure_logging(directory / LOG_NAME, file_friendly_logging)
-    if not recover:
+    if removed:
+        logger.info("Removed temporary files left by an interrupted write: %s", ", ".join(removed))
+    if raised:
+        logger.info("Recovering with raised limits: %s", "; ".join(raised))
+    if not recover or raised:
         params.to_file(directory / CONFIG_NAME)
     write_json_atomically(directory / META_NAME, run_metadata())
     experiment = _build(params, directory)
-    metrics = experiment.run()
+    metrics = experiment.run(on_phase=enter)
+    enter("writing metrics")
     if recover and (directory / METRICS_NAME).is_file():
         # A recovered run that had little or nothing left to do reports less than the original run
         # did; keep what the earlier metrics.json recorded and update it with what is new.
-        metrics = {**json.loads((directory / METRICS_NAME).read_text()), **metrics}
+        metrics = {**_read_json(directory / METRICS_NAME), **metrics}
     write_json_atomically(directory / METRICS_NAME, metrics)
+    enter("archiving")
     archive = archive_model(directory)
+    status = experiment.trainer.run_status
+    if status.training_finished:
+        status.archived = True
+        experiment.trainer.record_run_status(status)
     logger.info("Trained model archived in %s", archive)
     logger.info("Metrics: %s", json.dumps(metrics, indent=2))
     return metrics
@@ -86,6 +149,28 @@ def compile_model(params: Params, file_friendly_logging: bool = False) -> Dict[s
     with tempfile.TemporaryDirectory(prefix="ipuflow-compile-only-") as scratch:
         configure_logging(None, file_friendly_logging)
         return compile_experiment(_build(params, Path(scratch)))
+
+
+def _completed_run(directory: Path, raised: List[str]) -> Optional[Tuple[Dict[str, Any], str]]:
+    """(final metrics, status description) if the run in `directory` has nothing left to do."""
+    from ipuflow.training.checkpointer import Checkpointer
+    from ipuflow.training.run_status import RunStatus
+
+    recorded = Checkpointer(str(directory)).latest_run_status()
+    if recorded is None or raised:
+        return None
+    status = RunStatus.from_dict(recorded)
+    if not (status.training_finished and status.archived and (directory / ARCHIVE_NAME).is_file()):
+        return None
+    metrics = _read_json(directory / METRICS_NAME) if (directory / METRICS_NAME).is_file() else dict(status.metrics)
+    return metrics, status.describe()
+
+
+def _read_json(path: Path) -> Dict[str, Any]:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ConfigurationError(f"{path} cannot be read ({type(error).__name__}: {error}).") from None
 
 
 def _build(params: Params, directory: Path) -> Any:

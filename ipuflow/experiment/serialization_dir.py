@@ -9,9 +9,10 @@ import platform
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from ipuflow.config import ConfigurationError, Params
+from ipuflow.storage import LOCK_NAME, RunDirectoryLock
 from ipuflow.version import VERSION
 
 CONFIG_NAME = "config.json"
@@ -23,17 +24,26 @@ BEST_WEIGHTS_NAME = "best.safetensors"
 ARCHIVE_NAME = "model.tar.gz"
 
 
-def prepare_serialization_dir(directory: Path, params: Params, recover: bool, force: bool) -> None:
+# The only config keys `--recover` lets change, and only upwards: the limits that end training. A run
+# that stopped at one of them continues when it is raised; a removed `max_steps` counts as raised.
+RECOVERABLE_KEYS = ("trainer.num_epochs", "trainer.max_steps")
+
+
+def prepare_serialization_dir(directory: Path, params: Params, recover: bool, force: bool,
+                              lock: Optional[RunDirectoryLock] = None) -> List[str]:
     """Create `directory` for a new run, or check it can be recovered; nothing on disk is lost.
 
-    A non-empty directory needs `recover` (continue the run, with the same config) or `force`
-    (start over: the old contents are removed).
+    A non-empty directory needs `recover` (continue the run, with the same config except a raised
+    limit in `RECOVERABLE_KEYS`) or `force` (start over: the old contents are removed). `lock` is
+    taken before anything is changed, so a directory in use by another process is refused whole.
+    Returns the recoverable keys whose values changed (each as 'key: old → new').
     """
     refuse_unusable_directory(directory)
     if recover and force:
         raise ConfigurationError("--recover and --force cannot be used together: --recover continues the run in "
                                  f"{directory}, --force deletes it and starts over.")
-    has_contents = directory.is_dir() and any(directory.iterdir())
+    if not recover and not force:
+        _refuse_contents(directory)
     if recover:
         saved = directory / CONFIG_NAME
         if not saved.is_file():
@@ -41,21 +51,23 @@ def prepare_serialization_dir(directory: Path, params: Params, recover: bool, fo
                 f"--recover: {directory} holds no {CONFIG_NAME}, so there is no run to recover. Drop --recover "
                 f"to start a new run there."
             )
-        differences = config_differences(Params(json.loads(saved.read_text())), params)
+    if lock is not None:
+        lock.acquire()
+    if recover:
+        differences, raised = recover_differences(read_saved_config(directory / CONFIG_NAME), params)
         if differences:
             raise ConfigurationError(
                 f"--recover: the config differs from the one the run in {directory} started with, at: "
-                f"{'; '.join(differences)}. Recover with the same config, or start a new run in another directory."
+                f"{'; '.join(differences)}. Recover with the same config (only {' and '.join(RECOVERABLE_KEYS)} "
+                "may be raised), or start a new run in another directory."
             )
-        return
-    if has_contents:
-        if not force:
-            raise ConfigurationError(
-                f"Serialization directory {directory} already exists and is not empty. Use --recover to continue "
-                f"the run in it, --force to delete it and start over, or choose another directory."
-            )
-        _remove_tree(directory)
+        return raised
+    if force:
+        _remove_contents(directory)
+    else:
+        _refuse_contents(directory)  # again, now that the lock keeps other processes out
     directory.mkdir(parents=True, exist_ok=True)
+    return []
 
 
 def refuse_unusable_directory(directory: Path) -> None:
@@ -79,22 +91,85 @@ def refuse_unusable_directory(directory: Path) -> None:
         )
 
 
-def _remove_tree(directory: Path) -> None:
+def _refuse_contents(directory: Path) -> None:
+    if directory.is_dir() and any(entry.name != LOCK_NAME for entry in directory.iterdir()):
+        raise ConfigurationError(
+            f"Serialization directory {directory} already exists and is not empty. Use --recover to continue "
+            f"the run in it, --force to delete it and start over, or choose another directory."
+        )
+
+
+def _remove_contents(directory: Path) -> None:
+    """Everything in `directory` but its lock, which this process holds."""
     import shutil
 
-    shutil.rmtree(directory)
+    if not directory.is_dir():
+        return
+    for entry in directory.iterdir():
+        if entry.name == LOCK_NAME:
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+
+
+def read_saved_config(path: Path) -> Params:
+    """The config a run saved, or an error naming the file if it cannot be read."""
+    try:
+        return Params(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ConfigurationError(
+            f"{path}: the run's saved config cannot be read ({type(error).__name__}: {error}). Restore it (it is "
+            "also inside model.tar.gz if the run was archived), or start over with --force."
+        ) from None
+
+
+def recover_differences(saved: Params, current: Params) -> Tuple[List[str], List[str]]:
+    """(differences that refuse `--recover`, raised limits that it allows), each 'key: old → new'."""
+    old, new = saved.as_flat_dict(), current.as_flat_dict()
+    refused, raised = [], []
+    for difference, key in zip(config_differences(saved, current), _differing_keys(old, new)):
+        if key not in RECOVERABLE_KEYS:
+            refused.append(difference)
+        elif _is_raised(key, old.get(key, _DEFAULT), new.get(key, _DEFAULT)):
+            raised.append(difference)
+        else:
+            refused.append(f"{difference} (on --recover a limit can only be raised)")
+    return refused, raised
+
+
+_DEFAULT = object()
+
+
+def _is_raised(key: str, old: Any, new: Any) -> bool:
+    if key == "trainer.max_steps":
+        if new is _DEFAULT or new is None:
+            return True  # no limit
+        return old is not _DEFAULT and old is not None and isinstance(new, int) and isinstance(old, int) and new > old
+    if old is _DEFAULT:
+        import inspect
+
+        from ipuflow.training.gradient_descent_trainer import GradientDescentTrainer
+
+        old = inspect.signature(GradientDescentTrainer.from_partial_objects).parameters["num_epochs"].default
+    return isinstance(new, int) and isinstance(old, int) and new > old
+
+
+def _differing_keys(old: Dict[str, Any], new: Dict[str, Any]) -> List[str]:
+    return [key for key in sorted(set(old) | set(new)) if key not in old or key not in new or old[key] != new[key]]
 
 
 def config_differences(saved: Params, current: Params) -> List[str]:
     """Key paths whose values differ between two configs, each as 'key: saved → current'."""
     old, new = saved.as_flat_dict(), current.as_flat_dict()
     differences = []
-    for key in sorted(set(old) | set(new)):
+    for key in _differing_keys(old, new):
         if key not in new:
             differences.append(f"{key} (removed; was {json.dumps(old[key])})")
         elif key not in old:
             differences.append(f"{key} (added: {json.dumps(new[key])})")
-        elif old[key] != new[key]:
+        else:
             differences.append(f"{key}: {json.dumps(old[key])} → {json.dumps(new[key])}")
     return differences
 

@@ -7,7 +7,7 @@ import logging
 import random
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 import numpy
 import torch
@@ -150,10 +150,19 @@ class TrainModel(Registrable):
         )
         return cls(serialization_dir, built_model, built_trainer, vocab, datasets, test_loader, evaluate_on_test)
 
-    def run(self) -> Dict[str, Any]:
-        """Train, then score the best model on the test set when asked; return the final metrics."""
+    def run(self, on_phase: Optional[Callable[[str], None]] = None) -> Dict[str, Any]:
+        """Train, then score the best model on the test set when asked; return the final metrics.
+
+        What the run's status records as done is not done again: a run whose training finished only
+        has its test evaluation left (if that). `on_phase` hears "training" and "test evaluation"
+        as they begin."""
+        if on_phase is not None:
+            on_phase("training")
         metrics = dict(self.trainer.train())
-        if self.evaluate_on_test and self.test_data_loader is not None:
+        status = self.trainer.run_status
+        if self.evaluate_on_test and self.test_data_loader is not None and not status.test_evaluated:
+            if on_phase is not None:
+                on_phase("test evaluation")
             logger.info("Evaluating the best model on the test set")
             executor = self.trainer.executor.inference_executor()
             self.test_data_loader.set_batch_size_factor(executor.batch_size_factor)
@@ -161,6 +170,10 @@ class TrainModel(Registrable):
             with torch.no_grad():
                 test_metrics = evaluate(self.model, executor, self.test_data_loader)
             metrics.update({f"test_{key}": value for key, value in test_metrics.items()})
+            if status.training_finished:
+                status.metrics.update({f"test_{key}": value for key, value in test_metrics.items()})
+                status.test_evaluated = True
+                self.trainer.record_run_status(status)
         return metrics
 
     def describe(self) -> Dict[str, Any]:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any, Callable, Union
+from typing import Any, Callable, List, Union
 
 
 def write_atomically(path: Union[str, Path], write: Callable[[str], Any]) -> None:
@@ -44,6 +45,9 @@ def link_atomically(source: Union[str, Path], path: Union[str, Path]) -> None:
             temporary.unlink()
         os.link(source, temporary)
         os.replace(temporary, path)
+        # rename() does nothing when both names are already links to one file: drop the temporary.
+        if temporary.exists():
+            temporary.unlink()
     except OSError:
         if temporary.exists():
             temporary.unlink()
@@ -59,3 +63,58 @@ def write_json_atomically(path: Union[str, Path], value: Any) -> None:
             handle.write("\n")
 
     write_atomically(path, dump)
+
+
+def write_text_atomically(path: Union[str, Path], text: str) -> None:
+    """Write `text` as UTF-8, atomically."""
+
+    def dump(temp_name: str) -> None:
+        with open(temp_name, "w", encoding="utf-8") as handle:
+            handle.write(text)
+
+    write_atomically(path, dump)
+
+
+def write_directory_atomically(path: Union[str, Path], write: Callable[[Path], Any]) -> None:
+    """Call ``write(temp_dir)`` for a temporary directory beside `path`, then rename it to `path`:
+    the directory appears complete or not at all. An existing `path` is replaced (moved aside
+    first, removed after)."""
+    path = Path(path)
+    temporary = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=_TEMPORARY_DIRECTORY_SUFFIX, dir=path.parent))
+    try:
+        write(temporary)
+        for written in temporary.iterdir():
+            with open(written, "rb+") as handle:
+                os.fsync(handle.fileno())
+        aside = None
+        if path.exists():
+            aside = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=_TEMPORARY_DIRECTORY_SUFFIX, dir=path.parent))
+            os.replace(path, aside / path.name)
+        os.replace(temporary, path)
+        if aside is not None:
+            shutil.rmtree(aside)
+    except BaseException:
+        shutil.rmtree(temporary, ignore_errors=True)
+        raise
+
+
+_TEMPORARY_DIRECTORY_SUFFIX = ".tmpdir"
+# The names write_atomically, link_atomically and write_directory_atomically give their temporaries.
+_TEMPORARY_NAME = re.compile(r"^\..+\.(tmp|tmpdir|\d+\.link)$")
+
+
+def remove_interrupted_writes(directory: Union[str, Path]) -> List[str]:
+    """Remove the temporary files and directories that a process killed mid-write left in
+    `directory` (not its subdirectories); the names removed."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return []
+    removed = []
+    for entry in sorted(directory.iterdir()):
+        if _TEMPORARY_NAME.match(entry.name):
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
+            removed.append(entry.name)
+    return removed

@@ -1,15 +1,18 @@
 """Checkpoints of a training run: when to save, how to write files safely, which to keep, and
 finding the latest loadable one.
 
-A checkpoint is two files named by epochs and host calls ("batches") completed in the current
-epoch: ``model_state_e{E}_b{B}.safetensors`` (the weights) and ``training_state_e{E}_b{B}.pt``
+A checkpoint is three files named by epochs and host calls ("batches") completed in the current
+epoch: ``model_state_e{E}_b{B}.safetensors`` (the weights), ``training_state_e{E}_b{B}.pt``
 (optimizer, schedulers, metric tracker, moving average, callbacks, counters and RNG states, plain
-containers only, so ``torch.load(weights_only=True)`` reads it). The end of epoch ``k`` is
-``e{k+1}_b0``.
+containers only, so ``torch.load(weights_only=True)`` reads it) and, written last,
+``checkpoint_e{E}_b{B}.json``: the SHA-256 of the other two and the run's status (see
+`RunStatus`). A checkpoint exists once its manifest does; files without one are the remains of a
+write that was cut short. The end of epoch ``k`` is ``e{k+1}_b0``.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -21,21 +24,28 @@ import safetensors.torch
 import torch
 
 from ipuflow.config import ConfigurationError, Registrable
-from ipuflow.storage import write_atomically
+from ipuflow.storage import file_sha256, verify_sha256, write_atomically, write_json_atomically
 
 if TYPE_CHECKING:
     from ipuflow.training.trainer import Trainer
 
 logger = logging.getLogger(__name__)
 
-_MODEL_STATE_RE = re.compile(r"^model_state_e(\d+)_b(\d+)\.safetensors$")
+_MANIFEST_RE = re.compile(r"^checkpoint_e(\d+)_b(\d+)\.json$")
+_CHECKPOINT_FILE_RE = re.compile(r"^(model_state|training_state|checkpoint)_e(\d+)_b(\d+)\.(safetensors|pt|json)$")
 
 
 class TrainerCheckpoint(NamedTuple):
-    """The model's weights and the trainer's state, as saved and as loaded."""
+    """The model's weights, the trainer's state and the run's status (a `RunStatus` as a dict), as
+    saved and as loaded."""
 
     model_state: Dict[str, torch.Tensor]
     training_state: Dict[str, Any]
+    run_status: Dict[str, Any] = {}
+
+
+class CheckpointsUnreadable(RuntimeError):
+    """Checkpoints exist but none of them can be read, so training cannot resume."""
 
 
 def save_weights(state: Dict[str, torch.Tensor], path: Union[str, Path]) -> None:
@@ -108,6 +118,9 @@ class Checkpointer(Registrable):
         self._last_save_time = time.time()
         self._last_save_epoch = 0
         self._last_save_batches = 0
+        # Checkpoints found damaged on load: kept for inspection, but they hold no retention slot
+        # (they sort newest, and would otherwise crowd out the resumed run's own checkpoints).
+        self._damaged: set = set()
 
     @property
     def serialization_dir(self) -> Path:
@@ -121,6 +134,10 @@ class Checkpointer(Registrable):
             self._serialization_dir / f"model_state_{suffix}.safetensors",
             self._serialization_dir / f"training_state_{suffix}.pt",
         )
+
+    def manifest_path(self, epochs_completed: int, batches_in_epoch_completed: int) -> Path:
+        """The path of one checkpoint's manifest (checksums and run status), written last."""
+        return self._serialization_dir / f"checkpoint_e{epochs_completed}_b{batches_in_epoch_completed}.json"
 
     def should_save(self, epochs_completed: int, batches_in_epoch_completed: int) -> bool:
         """Whether the intervals ask for a checkpoint at this point."""
@@ -151,68 +168,144 @@ class Checkpointer(Registrable):
             epochs = int(checkpoint.training_state["epochs_completed"])
             batches = int(checkpoint.training_state["batches_in_epoch_completed"])
             model_path, training_path = self.paths(epochs, batches)
-            # The training state goes first: a model file without its training state is never
-            # visible, so every listed checkpoint is complete.
-            save_training_state(checkpoint.training_state, training_path)
+            # The interval counters are recorded as of this save, so a resumed run keeps the cadence.
+            self._last_save_time = time.time()
+            self._last_save_epoch = epochs
+            self._last_save_batches = batches
+            training_state = {**checkpoint.training_state, "checkpointer": self.state_dict()}
+            save_training_state(training_state, training_path)
             save_weights(checkpoint.model_state, model_path)
-        self._last_save_time = time.time()
-        self._last_save_epoch = epochs
-        self._last_save_batches = batches
+            # The manifest goes last: a checkpoint is listed only once both files are complete.
+            self._write_manifest(epochs, batches, {
+                model_path.name: file_sha256(model_path),
+                training_path.name: file_sha256(training_path),
+            }, checkpoint.run_status)
+        self._damaged.discard((epochs, batches))  # written anew
         self._remove_old_checkpoints()
         return model_path, training_path
 
+    def _write_manifest(self, epochs: int, batches: int, checksums: Dict[str, str], run_status: Dict[str, Any]) -> None:
+        write_json_atomically(self.manifest_path(epochs, batches), {"sha256": checksums, "run_status": run_status})
+
+    def _read_manifest(self, epochs: int, batches: int) -> Dict[str, Any]:
+        path = self.manifest_path(epochs, batches)
+        try:
+            manifest = json.loads(path.read_text(encoding="utf-8"))
+            if not isinstance(manifest, dict) or not isinstance(manifest.get("sha256"), dict):
+                raise ValueError("expected an object with 'sha256'")
+        except (OSError, ValueError) as error:
+            raise ValueError(f"{path.name} cannot be read ({type(error).__name__}: {error})") from None
+        return manifest
+
     def all_checkpoints(self) -> List[Tuple[int, int]]:
-        """Complete checkpoints as (epochs, batches), newest first."""
+        """Checkpoints (their manifests written) as (epochs, batches), newest first."""
         if not self._serialization_dir.is_dir():
             return []
         found = []
         for entry in os.listdir(self._serialization_dir):
-            match = _MODEL_STATE_RE.match(entry)
+            match = _MANIFEST_RE.match(entry)
             if match:
-                epochs, batches = int(match.group(1)), int(match.group(2))
-                if self.paths(epochs, batches)[1].exists():
-                    found.append((epochs, batches))
+                found.append((int(match.group(1)), int(match.group(2))))
         return sorted(found, reverse=True)
 
     def find_latest_checkpoint(self) -> Optional[Tuple[Path, Path]]:
-        """The (model, training state) paths of the newest complete checkpoint, or None."""
+        """The (model, training state) paths of the newest checkpoint, or None."""
         checkpoints = self.all_checkpoints()
         return self.paths(*checkpoints[0]) if checkpoints else None
 
+    def verify_checkpoint(self, epochs: int, batches: int) -> Dict[str, Any]:
+        """The manifest of one checkpoint after checking both files against its checksums; raises
+        (naming the file) if a file is missing, or its bytes differ from those written."""
+        manifest = self._read_manifest(epochs, batches)
+        for path in self.paths(epochs, batches):
+            expected = manifest["sha256"].get(path.name)
+            if expected is None:
+                raise ValueError(f"{self.manifest_path(epochs, batches).name} records no checksum for {path.name}")
+            if not path.is_file():
+                raise FileNotFoundError(f"{path.name} is missing")
+            verify_sha256(path, expected)
+        return manifest
+
     def load_checkpoint(self) -> Optional[TrainerCheckpoint]:
-        """The newest checkpoint that loads; a broken one is reported and the previous one tried."""
+        """The newest checkpoint that verifies and loads; a damaged one (truncated, bytes changed,
+        a file missing) is reported by name and the previous one tried. None if there is no
+        checkpoint; `CheckpointsUnreadable` if there are some and none can be read."""
+        failures = []
         for epochs, batches in self.all_checkpoints():
             model_path, training_path = self.paths(epochs, batches)
             try:
-                return TrainerCheckpoint(load_weights(model_path), load_training_state(training_path))
-            except Exception as error:  # truncated or corrupt files: fall back to an older checkpoint
+                manifest = self.verify_checkpoint(epochs, batches)
+                return TrainerCheckpoint(load_weights(model_path), load_training_state(training_path),
+                                         dict(manifest.get("run_status") or {}))
+            except Exception as error:  # damaged files: fall back to an older checkpoint
+                failures.append(f"{self.manifest_path(epochs, batches).name} ({error})")
+                self._damaged.add((epochs, batches))
                 logger.warning(
-                    "Checkpoint %s / %s could not be loaded (%s: %s); trying the previous one",
-                    model_path.name,
-                    training_path.name,
-                    type(error).__name__,
-                    error,
+                    "Checkpoint e%d_b%d in %s cannot be used: %s: %s; trying the previous one",
+                    epochs, batches, self._serialization_dir, type(error).__name__, error,
                 )
+        if failures:
+            raise CheckpointsUnreadable(
+                f"None of the {len(failures)} checkpoints in {self._serialization_dir} can be read, so training "
+                f"cannot resume: {'; '.join(failures)}. No checkpoint was changed or removed. To start the run "
+                f"over, run `ipuflow train` with --force instead of --recover (it deletes {self._serialization_dir}); "
+                "or restore the files from a backup and recover again."
+            )
         return None
+
+    def latest_run_status(self) -> Optional[Dict[str, Any]]:
+        """The run status recorded with the newest checkpoint whose files verify (None if none)."""
+        for epochs, batches in self.all_checkpoints():
+            try:
+                return dict(self.verify_checkpoint(epochs, batches).get("run_status") or {})
+            except Exception:  # damaged: load_checkpoint reports it when the run resumes
+                continue
+        return None
+
+    def update_run_status(self, run_status: Dict[str, Any]) -> bool:
+        """Record a new run status with the newest checkpoint (its manifest is rewritten, the
+        checkpoint's files are not touched); False if there is no checkpoint to record it with."""
+        checkpoints = self.all_checkpoints()
+        if not checkpoints:
+            return False
+        manifest = self._read_manifest(*checkpoints[0])
+        self._write_manifest(*checkpoints[0], manifest["sha256"], run_status)
+        return True
+
+    def remove_incomplete_checkpoints(self) -> List[str]:
+        """Remove checkpoint files that have no manifest: a process killed while writing a
+        checkpoint leaves them, and they are never loaded. The names removed."""
+        if not self._serialization_dir.is_dir():
+            return []
+        complete = set(self.all_checkpoints())
+        removed = []
+        for entry in sorted(os.listdir(self._serialization_dir)):
+            match = _CHECKPOINT_FILE_RE.match(entry)
+            if match and match.group(1) != "checkpoint" and (int(match.group(2)), int(match.group(3))) not in complete:
+                (self._serialization_dir / entry).unlink(missing_ok=True)
+                removed.append(entry)
+        if removed:
+            logger.info("Removed the files of a checkpoint whose writing was cut short: %s", ", ".join(removed))
+        return removed
 
     def _remove_old_checkpoints(self) -> None:
         if self._keep_most_recent_by_count is None and self._keep_most_recent_by_age is None:
             return
-        checkpoints = self.all_checkpoints()
+        checkpoints = [checkpoint for checkpoint in self.all_checkpoints() if checkpoint not in self._damaged]
         keep = set()
         if self._keep_most_recent_by_count is not None:
             keep.update(checkpoints[: self._keep_most_recent_by_count])
         if self._keep_most_recent_by_age is not None:
             now = time.time()
             for checkpoint in checkpoints:
-                newest = max(os.path.getmtime(path) for path in self.paths(*checkpoint))
+                newest = os.path.getmtime(self.manifest_path(*checkpoint))
                 if now - newest <= self._keep_most_recent_by_age:
                     keep.add(checkpoint)
         for checkpoint in checkpoints:
             if checkpoint not in keep:
-                for path in self.paths(*checkpoint):
-                    if path.exists():
-                        path.unlink()
+                # The manifest first: a checkpoint half removed is no longer listed.
+                for path in (self.manifest_path(*checkpoint), *self.paths(*checkpoint)):
+                    path.unlink(missing_ok=True)
 
     def state_dict(self) -> Dict[str, Any]:
         """Where the interval counters stand."""

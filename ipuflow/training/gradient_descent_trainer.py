@@ -4,6 +4,7 @@ checkpoints and exact resume (AllenNLP 2.10's loop, design.md §4)."""
 from __future__ import annotations
 
 import contextlib
+import copy
 import datetime
 import itertools
 import logging
@@ -29,7 +30,7 @@ from ipuflow.training.callbacks.epoch_callback import EpochCallback
 from ipuflow.training.callbacks.progress import ProgressCallback
 from ipuflow.training.callbacks.tensorboard import TensorBoardCallback
 from ipuflow.evaluation.evaluator import evaluate
-from ipuflow.storage import link_atomically, write_json_atomically
+from ipuflow.storage import file_sha256, link_atomically, write_json_atomically
 from ipuflow.training.checkpointer import Checkpointer, TrainerCheckpoint, load_weights, save_weights
 from ipuflow.training.interruption import InterruptListener, NonFiniteLossError, TrainingInterrupted
 from ipuflow.training.lr_schedulers.learning_rate_scheduler import LearningRateScheduler
@@ -37,6 +38,9 @@ from ipuflow.training.metric_tracker import MetricTracker
 from ipuflow.training.momentum_schedulers import MomentumScheduler
 from ipuflow.training.moving_average import MovingAverage
 from ipuflow.training.optimizers import Optimizer
+from ipuflow.training.run_status import (
+    STOPPED_AT_MAX_STEPS, STOPPED_AT_NUM_EPOCHS, STOPPED_BY_CALLBACK, STOPPED_EARLY, RunStatus,
+)
 from ipuflow.training.scheduler import Scheduler
 from ipuflow.training.trainer import Trainer
 
@@ -82,8 +86,15 @@ class GradientDescentTrainer(Trainer):
     `host_calls`, `optimizer_updates`, `samples_seen`. The running training loss is summed on the
     device and read only every `log_interval` host calls, before checkpoints and at epoch ends; a
     NaN/inf loss read there stops training with `NonFiniteLossError`. `validation_interval` also
-    validates every N optimizer updates; `max_steps` ends training after N optimizer updates (a
-    checkpoint is saved, so a later run with a larger limit continues exactly).
+    validates every N optimizer updates; `max_steps` ends training after N optimizer updates (with a
+    validation, metrics and best weights as at an epoch end, and a checkpoint, so a later run with a
+    larger limit continues).
+
+    The run's status (`RunStatus`: training, or stopped and why) is saved with every checkpoint, and
+    the moment training stops is always checkpointed, so a resumed run that had stopped stays
+    stopped unless a limit it stopped at (`num_epochs`, `max_steps`) was raised. Which weights are
+    the best is part of the checkpointed state too, so resuming repairs `best.safetensors` if a crash
+    came between a checkpoint and writing them.
     """
 
     def __init__(
@@ -171,6 +182,11 @@ class GradientDescentTrainer(Trainer):
         self.optimizer_updates = 0
         self.samples_seen = 0
         self._best_epoch: Optional[int] = None
+        # Where the best weights were recorded (epochs, host calls) and the SHA-256 of best.safetensors
+        # once written: both travel in checkpoints, so a resume can check and repair the file.
+        self._best_position: Optional[Tuple[int, int]] = None
+        self._best_sha256: Optional[str] = None
+        self._status = RunStatus()
         self._running_loss: Optional[torch.Tensor] = None
         self._running_calls = 0
         self._last_saved_position: Optional[Tuple[int, int]] = None
@@ -354,6 +370,17 @@ class GradientDescentTrainer(Trainer):
         path = Path(self.serialization_dir) / BEST_WEIGHTS  # type: ignore[arg-type]
         return str(path) if path.exists() else None
 
+    @property
+    def run_status(self) -> RunStatus:
+        """Where the run stands (as of the latest checkpoint or later)."""
+        return self._status
+
+    def record_run_status(self, status: RunStatus) -> None:
+        """Adopt `status` (e.g. test set evaluated, archived) and record it with the latest checkpoint."""
+        self._status = status
+        if self._checkpointer is not None:
+            self._checkpointer.update_run_status(status.to_dict())
+
     # -- training --------------------------------------------------------------------------
 
     def train(self) -> Dict[str, Any]:
@@ -361,11 +388,17 @@ class GradientDescentTrainer(Trainer):
         ``best_*``); the model is left holding the best weights."""
         metrics: Optional[Dict[str, Any]] = None
         epoch: Optional[int] = None
+        started = False
         self._training_start = time.monotonic()
         with InterruptListener() as interrupts:
             self._interrupts = interrupts
             try:
                 self._restore_checkpoint()
+                if self._status.training_finished:
+                    logger.info("Nothing left to train in %s: %s.", self.serialization_dir, self._status.describe())
+                    self._finalize_model()
+                    return dict(self._status.metrics)
+                started = True
                 # Every length bucket is compiled now, so that a later bucket is not taken for a bad input.
                 self.executor.compile_for(self.data_loader)
                 if self.validation_executor is not None and self.validation_data_loader is not None:
@@ -375,11 +408,19 @@ class GradientDescentTrainer(Trainer):
                 for epoch_callback in self._epoch_callbacks:
                     epoch_callback(self, {}, -1, is_primary=True)
                 metrics, epoch = self._try_train()
+                if interrupts.interrupted:
+                    # The signal came as training ended; the stop is checkpointed, so -r only finishes the run.
+                    raise TrainingInterrupted(
+                        f"{interrupts.signal_name} arrived as training ended ({self._status.describe()}); the final "
+                        f"checkpoint is saved in {self.serialization_dir}. `ipuflow train CONFIG -s "
+                        f"{self.serialization_dir} -r` finishes the run (test evaluation and archive) without training."
+                    )
                 return metrics
             finally:
                 self._interrupts = None
-                for callback in self._callbacks:
-                    callback.on_end(self, metrics=metrics, epoch=epoch, is_primary=True)
+                if started:
+                    for callback in self._callbacks:
+                        callback.on_end(self, metrics=metrics, epoch=epoch, is_primary=True)
 
     def _try_train(self) -> Tuple[Dict[str, Any], Optional[int]]:
         metrics: Dict[str, Any] = self._best_metrics()
@@ -388,17 +429,35 @@ class GradientDescentTrainer(Trainer):
         for epoch in range(self.epochs_completed, self._num_epochs):
             epoch_start = time.monotonic()
             finished = self._train_epoch(epoch)
-            if not finished:
-                break
             last_epoch = epoch
-            metrics = self._end_epoch(epoch, epoch_start)
-            if self._metric_tracker.should_stop_early():
-                logger.info("Ran out of patience; stopping training.")
+            metrics = self._end_epoch(epoch, epoch_start) if finished else self._stop_within_epoch(epoch, epoch_start)
+            if self._status.training_finished:
                 break
-            if self.control.should_stop or self._reached_max_steps():
-                break
+        if not self._status.training_finished:  # no epoch was left to run
+            self._stop(STOPPED_AT_NUM_EPOCHS, metrics)
+            if self._checkpointer is not None:
+                self._save_checkpoint(force=True)
         self._finalize_model()
         return metrics, last_epoch
+
+    def _stop_reason(self) -> Optional[str]:
+        """Why training ends at this point, if it does."""
+        if self._metric_tracker.should_stop_early():
+            return STOPPED_EARLY
+        if self.control.should_stop:
+            return STOPPED_BY_CALLBACK
+        if self._reached_max_steps():
+            return STOPPED_AT_MAX_STEPS
+        if self.batches_in_epoch_completed == 0 and self.epochs_completed >= self._num_epochs:
+            return STOPPED_AT_NUM_EPOCHS
+        return None
+
+    def _stop(self, reason: str, metrics: Dict[str, Any]) -> None:
+        self._status = RunStatus(
+            stopped=reason, epochs_completed=self.epochs_completed, optimizer_updates=self.optimizer_updates,
+            num_epochs=self._num_epochs, max_steps=self._max_steps, metrics=dict(metrics),
+        )
+        logger.info("Training stopped: %s.", self._status.describe())
 
     def _reached_max_steps(self) -> bool:
         return self._max_steps is not None and self.optimizer_updates >= self._max_steps
@@ -445,6 +504,8 @@ class GradientDescentTrainer(Trainer):
                 batch_callback(self, batch, result.outputs, batch_metrics, epoch, batch_number, is_training=True)
 
             last_of_epoch = num_batches is not None and batch_number >= num_batches
+            if not last_of_epoch and (self.control.should_stop or self._reached_max_steps()):
+                return False  # the stop validates and saves (_stop_within_epoch)
             if not last_of_epoch:
                 self._maybe_validate_within_epoch(epoch, result.optimizer_updates)
                 if self._checkpointer is not None and (
@@ -455,10 +516,6 @@ class GradientDescentTrainer(Trainer):
                 self.control.should_save = False
             if self._interrupts is not None and self._interrupts.interrupted:
                 self._stop_for_signal(self._interrupts.signal_name or "a signal")
-            if not last_of_epoch and (self.control.should_stop or self._reached_max_steps()):
-                if self._checkpointer is not None:
-                    self._save_checkpoint()
-                return False
         return True
 
     @staticmethod
@@ -477,38 +534,19 @@ class GradientDescentTrainer(Trainer):
             self._check_loss_before_saving()
             validation_metrics = self._validate(epoch)
             if self._metric_tracker.is_best_so_far():
-                self._record_best(epoch, validation_metrics)
+                self._best_epoch = epoch
+                self._metric_tracker.best_epoch_metrics = dict(validation_metrics)
+                self._mark_best()
+                self._write_best_weights(just_checkpointed=False)
         self.control.should_validate = False
 
     def _end_epoch(self, epoch: int, epoch_start: float) -> Dict[str, Any]:
         """Validation, the metrics file, epoch-based schedules, callbacks, checkpoint and best weights."""
         training_metrics = self._epoch_training_metrics()
-        validation_metrics: Optional[Dict[str, float]] = None
-        score: Optional[float] = None
-        if self.validation_data_loader is not None:
-            validation_metrics = self._validate(epoch)
-            score = self._metric_tracker.combined_score(validation_metrics)
-        is_best = validation_metrics is None or self._metric_tracker.is_best_so_far()
-        if is_best and validation_metrics is not None:
-            self._best_epoch = epoch
-            self._metric_tracker.best_epoch_metrics = dict(validation_metrics)
+        validation_metrics, is_best = self._validate_for_metrics(epoch)
+        metrics = self._write_epoch_metrics(epoch, epoch_start, training_metrics, validation_metrics)
 
-        metrics: Dict[str, Any] = {
-            "epoch": epoch,
-            "training_duration": str(datetime.timedelta(seconds=time.monotonic() - self._training_start)),
-            "epoch_duration": str(datetime.timedelta(seconds=time.monotonic() - epoch_start)),
-        }
-        metrics.update({f"training_{key}": value for key, value in training_metrics.items()})
-        if validation_metrics is not None:
-            metrics.update({f"validation_{key}": value for key, value in validation_metrics.items()})
-        metrics.update(
-            {"host_calls": self.host_calls, "optimizer_updates": self.optimizer_updates, "samples_seen": self.samples_seen}
-        )
-        if validation_metrics is None:
-            self._best_epoch = epoch
-        metrics.update(self._best_metrics())
-        write_json_atomically(Path(self.serialization_dir) / f"metrics_epoch_{epoch}.json", metrics)  # type: ignore[arg-type]
-
+        score = self._metric_tracker.combined_score(validation_metrics) if validation_metrics is not None else None
         before = _hyperparameters(self._schedulers)
         for scheduler in self._schedulers:
             scheduler.step(score)
@@ -522,21 +560,70 @@ class GradientDescentTrainer(Trainer):
 
         self.epochs_completed += 1
         self.batches_in_epoch_completed = 0
-        if self._checkpointer is not None and (
-            self.control.should_save or self._checkpointer.should_save(self.epochs_completed, 0)
-        ):
-            self._save_checkpoint()
-        self.control.should_save = False
-        if is_best:
-            just_saved = self._last_saved_position == (self.epochs_completed, 0) and self._last_checkpoint is not None
-            if just_saved and self._moving_average is None:
-                # The checkpoint written a moment ago holds exactly these weights: link, don't write again.
-                link_atomically(self._last_checkpoint, Path(self.serialization_dir) / BEST_WEIGHTS)  # type: ignore[arg-type]
-            else:
-                self._save_best_weights()
-        if self._interrupts is not None and self._interrupts.interrupted:
+        self._save_position(metrics, is_best)
+        if self._interrupts is not None and self._interrupts.interrupted and not self._status.training_finished:
             self._stop_for_signal(self._interrupts.signal_name or "a signal")
         return metrics
+
+    def _stop_within_epoch(self, epoch: int, epoch_start: float) -> Dict[str, Any]:
+        """A stop before the epoch's end (`max_steps`, a callback): validation, the epoch's metrics
+        file so far, best weights and a checkpoint, as at an epoch end (but no epoch-based
+        schedules, and the epoch's training metrics keep accumulating if a raised limit resumes it)."""
+        training_metrics = self._epoch_training_metrics(reset=False)
+        validation_metrics, is_best = self._validate_for_metrics(epoch)
+        metrics = self._write_epoch_metrics(epoch, epoch_start, training_metrics, validation_metrics)
+        self._save_position(metrics, is_best)
+        return metrics
+
+    def _validate_for_metrics(self, epoch: int) -> Tuple[Optional[Dict[str, float]], bool]:
+        """Validate if there is validation data; (metrics or None, whether these weights are the best)."""
+        if self.validation_data_loader is None:
+            self._best_epoch = epoch  # without validation the latest weights are the best
+            return None, True
+        validation_metrics = self._validate(epoch)
+        is_best = self._metric_tracker.is_best_so_far()
+        if is_best:
+            self._best_epoch = epoch
+            self._metric_tracker.best_epoch_metrics = dict(validation_metrics)
+        return validation_metrics, is_best
+
+    def _write_epoch_metrics(self, epoch: int, epoch_start: float, training_metrics: Dict[str, float],
+                             validation_metrics: Optional[Dict[str, float]]) -> Dict[str, Any]:
+        metrics: Dict[str, Any] = {
+            "epoch": epoch,
+            "training_duration": str(datetime.timedelta(seconds=time.monotonic() - self._training_start)),
+            "epoch_duration": str(datetime.timedelta(seconds=time.monotonic() - epoch_start)),
+        }
+        metrics.update({f"training_{key}": value for key, value in training_metrics.items()})
+        if validation_metrics is not None:
+            metrics.update({f"validation_{key}": value for key, value in validation_metrics.items()})
+        metrics.update(
+            {"host_calls": self.host_calls, "optimizer_updates": self.optimizer_updates, "samples_seen": self.samples_seen}
+        )
+        metrics.update(self._best_metrics())
+        write_json_atomically(Path(self.serialization_dir) / f"metrics_epoch_{epoch}.json", metrics)  # type: ignore[arg-type]
+        return metrics
+
+    def _save_position(self, metrics: Dict[str, Any], is_best: bool) -> None:
+        """After a validation point that ends an epoch or training: decide whether training stops,
+        checkpoint (always when it stops, with the stop and the best weights' position in the
+        state), then write the best weights."""
+        reason = self._stop_reason()
+        if reason is not None:
+            if reason == STOPPED_EARLY:
+                logger.info("Ran out of patience; stopping training.")
+            self._stop(reason, metrics)
+        if is_best:
+            self._mark_best()
+        if self._checkpointer is not None and (
+            reason is not None
+            or self.control.should_save
+            or self._checkpointer.should_save(self.epochs_completed, self.batches_in_epoch_completed)
+        ):
+            self._save_checkpoint(force=reason is not None)
+        self.control.should_save = False
+        if is_best:
+            self._write_best_weights(just_checkpointed=True)
 
     def _best_metrics(self) -> Dict[str, Any]:
         best: Dict[str, Any] = {}
@@ -546,10 +633,22 @@ class GradientDescentTrainer(Trainer):
             best[f"best_validation_{key}"] = value
         return best
 
-    def _record_best(self, epoch: int, validation_metrics: Dict[str, float]) -> None:
-        self._best_epoch = epoch
-        self._metric_tracker.best_epoch_metrics = dict(validation_metrics)
-        self._save_best_weights()
+    def _mark_best(self) -> None:
+        """The current weights are the best: remember where (the file follows; see `_write_best_weights`)."""
+        self._best_position = (self.epochs_completed, self.batches_in_epoch_completed)
+        self._best_sha256 = None
+
+    def _write_best_weights(self, just_checkpointed: bool) -> None:
+        """Write best.safetensors from the current weights (a hard link to the checkpoint written at
+        this very position when it holds exactly them) and record its checksum."""
+        position = (self.epochs_completed, self.batches_in_epoch_completed)
+        best = Path(self.serialization_dir) / BEST_WEIGHTS  # type: ignore[arg-type]
+        if (just_checkpointed and self._last_saved_position == position and self._last_checkpoint is not None
+                and self._moving_average is None):
+            link_atomically(self._last_checkpoint, best)
+        else:
+            self._save_best_weights()
+        self._best_sha256 = file_sha256(best)
 
     # -- loss reading (the only device syncs of the loop) ---------------------------------------
 
@@ -582,8 +681,8 @@ class GradientDescentTrainer(Trainer):
                 logs["lr" if index == 0 else f"lr_group{index}"] = float(group["lr"])
         return logs
 
-    def _epoch_training_metrics(self) -> Dict[str, float]:
-        metrics: Dict[str, float] = dict(self.model.get_metrics(reset=True)) if self._outputs_cover_batch else {}
+    def _epoch_training_metrics(self, reset: bool = True) -> Dict[str, float]:
+        metrics: Dict[str, float] = dict(self.model.get_metrics(reset=reset)) if self._outputs_cover_batch else {}
         loss = self._read_running_loss()
         self._check_finite(loss)
         if loss is not None:
@@ -618,6 +717,9 @@ class GradientDescentTrainer(Trainer):
             self._moving_average.assign_average_value()
             self.validation_executor.copy_weights_to_device()
         batch_numbers = itertools.count(1)
+        # Validation resets the model's metrics; a validation within an epoch must not lose the
+        # training metrics accumulated so far (output mode "all").
+        training_metric_state = copy.deepcopy(self.model.metrics_state_dict()) if self._outputs_cover_batch else None
 
         def report_batch(outputs: Any, batch: Any) -> None:
             batch_number = next(batch_numbers)
@@ -631,6 +733,8 @@ class GradientDescentTrainer(Trainer):
                 validation_metrics = evaluate(self.model, self.validation_executor, self.validation_data_loader,
                                               on_outputs=report_batch)
         finally:
+            if training_metric_state is not None:
+                self.model.load_metrics_state_dict(training_metric_state)
             if self._moving_average is not None:
                 self._moving_average.restore()
                 self.executor.copy_weights_to_device()
@@ -656,6 +760,12 @@ class GradientDescentTrainer(Trainer):
 
     def _finalize_model(self) -> None:
         best = self.get_best_weights_path()
+        if best is not None and self._best_sha256 is not None and file_sha256(best) != self._best_sha256:
+            raise RuntimeError(
+                f"{best} does not hold the best weights this run recorded (epoch {self._best_epoch}): its bytes "
+                "differ from the checksum taken when they were written, and they cannot be rebuilt from the latest "
+                "checkpoint. Restore the file from a backup, or start the run over with --force."
+            )
         if best is not None:
             self.model.load_state_dict(load_weights(best))
             self.executor.copy_weights_to_device()
@@ -677,6 +787,8 @@ class GradientDescentTrainer(Trainer):
             "optimizer_updates": self.optimizer_updates,
             "samples_seen": self.samples_seen,
             "best_epoch": self._best_epoch,
+            "best_position": list(self._best_position) if self._best_position is not None else None,
+            "best_sha256": self._best_sha256,
             "running_loss": None if self._running_loss is None else self._running_loss.detach().cpu().clone(),
             "running_calls": self._running_calls,
             "executor": self.executor.state_dict(),
@@ -686,16 +798,16 @@ class GradientDescentTrainer(Trainer):
             "moving_average": self._moving_average.state_dict() if self._moving_average else None,
             "callbacks": [callback.state_dict() for callback in self._callbacks],
             "model_metrics": self.model.metrics_state_dict(),
-            "checkpointer": self._checkpointer.state_dict() if self._checkpointer is not None else None,
             "data_loader": self.data_loader.state_dict() if hasattr(self.data_loader, "state_dict") else None,
             "rng": {"python": _python_rng_state(), "numpy": _numpy_rng_state(), "torch": torch.get_rng_state()},
         }
-        yield TrainerCheckpoint(self.model.state_dict(), training_state)
+        yield TrainerCheckpoint(self.model.state_dict(), training_state, self._status.to_dict())
 
-    def _save_checkpoint(self) -> None:
+    def _save_checkpoint(self, force: bool = False) -> None:
+        """Checkpoint now, unless this position was just saved (`force`: save again, e.g. to record a stop)."""
         assert self._checkpointer is not None
         position = (self.epochs_completed, self.batches_in_epoch_completed)
-        if self._last_saved_position == position:
+        if self._last_saved_position == position and not force:
             return
         self._check_loss_before_saving()
         paths = self._checkpointer.save_checkpoint(self)
@@ -720,6 +832,7 @@ class GradientDescentTrainer(Trainer):
     def _restore_checkpoint(self) -> None:
         if self._checkpointer is None:
             return
+        self._checkpointer.remove_incomplete_checkpoints()
         checkpoint = self._checkpointer.load_checkpoint()
         if checkpoint is None:
             return
@@ -760,6 +873,8 @@ class GradientDescentTrainer(Trainer):
         self.optimizer_updates = state["optimizer_updates"]
         self.samples_seen = state["samples_seen"]
         self._best_epoch = state["best_epoch"]
+        self._best_position = tuple(state["best_position"]) if state.get("best_position") is not None else None  # type: ignore[assignment]
+        self._best_sha256 = state.get("best_sha256")
         self._running_loss = state["running_loss"]
         if self._running_loss is not None:
             self._running_loss = self._running_loss.to(self.executor.device)
@@ -772,10 +887,36 @@ class GradientDescentTrainer(Trainer):
         # the CPU generator's state is the same snapshot either way.
         self.executor.set_optimizer(self.optimizer)  # type: ignore[arg-type]
         self._last_saved_position = (self.epochs_completed, self.batches_in_epoch_completed)
-        self._last_checkpoint = self._checkpointer.find_latest_checkpoint()[0] if self._checkpointer.find_latest_checkpoint() else None
+        self._last_checkpoint = self._checkpointer.paths(*self._last_saved_position)[0]
+        self._status = RunStatus.from_dict(checkpoint.run_status)
         logger.info(
             "Resumed from the checkpoint at epoch %d, host call %d (%d optimizer updates)",
             self.epochs_completed,
             self.batches_in_epoch_completed,
             self.optimizer_updates,
         )
+        if self._status.training_finished and self._status.continues_with(self._num_epochs, self._max_steps):
+            logger.info("The run had stopped at its %s limit, which is now higher: training continues.",
+                        self._status.stopped)
+            self._status = RunStatus()
+        self._repair_best_weights()
+
+    def _repair_best_weights(self) -> None:
+        """Make best.safetensors hold the weights the checkpoint's state names as the best.
+
+        When they were recorded at the checkpoint's own position (a crash may have come between the
+        checkpoint and writing them) they are rebuilt from it; otherwise the file must match the
+        checksum recorded when it was written, or it is the one a later validation wrote before the
+        crash, which the resumed run writes again (the end of training checks it)."""
+        if self._best_position is None:
+            return
+        best = Path(self.serialization_dir) / BEST_WEIGHTS  # type: ignore[arg-type]
+        if self._best_position == self._last_saved_position:
+            before = file_sha256(best) if best.is_file() else None
+            self._write_best_weights(just_checkpointed=True)
+            if before != self._best_sha256:
+                logger.warning("%s did not hold the best weights recorded in the checkpoint (a crash before they "
+                               "were written); rebuilt them from the checkpoint.", best)
+        elif self._best_sha256 is not None and (not best.is_file() or file_sha256(best) != self._best_sha256):
+            logger.info("%s differs from the best weights recorded in the checkpoint (epoch %s): it was written after "
+                        "the checkpoint or damaged; the resumed run must write it again.", best, self._best_epoch)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import signal
 import threading
 from types import FrameType
-from typing import Any, Dict, Optional
+from typing import Any, Callable, Dict, Optional, TypeVar
 
 
 class TrainingInterrupted(RuntimeError):
@@ -16,16 +16,41 @@ class NonFiniteLossError(RuntimeError):
     """The training loss became NaN or infinite; the last good checkpoint is kept."""
 
 
-class InterruptListener:
+class _SignalHandlers:
+    """While active, SIGINT and SIGTERM go to `_handle`; installed only from the main thread (the
+    only one Python delivers signals to) and the previous handlers restored on exit."""
+
+    def __init__(self) -> None:
+        self._previous: Dict[int, Any] = {}
+
+    def _handle(self, signum: int, frame: Optional[FrameType]) -> None:
+        raise NotImplementedError
+
+    def __enter__(self: _Handlers) -> _Handlers:
+        if threading.current_thread() is threading.main_thread():
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+        self._previous = {}
+
+
+_Handlers = TypeVar("_Handlers", bound=_SignalHandlers)
+
+
+class InterruptListener(_SignalHandlers):
     """While active, turns SIGINT/SIGTERM into a flag the training loop checks after each host call.
 
     A second signal while the first is being handled raises `KeyboardInterrupt` at once, so a stuck
-    run can still be killed. Handlers are installed only from the main thread and restored on exit.
+    run can still be killed.
     """
 
     def __init__(self) -> None:
+        super().__init__()
         self.signal_name: Optional[str] = None
-        self._previous: Dict[int, Any] = {}
 
     @property
     def interrupted(self) -> bool:
@@ -37,13 +62,18 @@ class InterruptListener:
             raise KeyboardInterrupt
         self.signal_name = signal.Signals(signum).name
 
-    def __enter__(self) -> "InterruptListener":
-        if threading.current_thread() is threading.main_thread():
-            for signum in (signal.SIGINT, signal.SIGTERM):
-                self._previous[signum] = signal.signal(signum, self._handle)
-        return self
 
-    def __exit__(self, *exc_info: Any) -> None:
-        for signum, handler in self._previous.items():
-            signal.signal(signum, handler)
-        self._previous = {}
+class StopOnSignal(_SignalHandlers):
+    """For a whole command: SIGINT and SIGTERM raise `TrainingInterrupted` at once, with the message
+    `describe(signal_name)` (which says where the command stopped and what `-r` will do).
+
+    While training runs, the trainer's `InterruptListener` takes over (it finishes the host call
+    and checkpoints first) and hands these handlers back afterwards.
+    """
+
+    def __init__(self, describe: Callable[[str], str]) -> None:
+        super().__init__()
+        self._describe = describe
+
+    def _handle(self, signum: int, frame: Optional[FrameType]) -> None:
+        raise TrainingInterrupted(self._describe(signal.Signals(signum).name))

@@ -7,6 +7,7 @@ from typing import Any, ClassVar, Dict, Iterator, Optional
 
 from ipuflow.config import Registrable
 from ipuflow.training.checkpointer import TrainerCheckpoint
+from ipuflow.training.run_status import RunStatus
 
 
 class Trainer(Registrable):
@@ -30,3 +31,11 @@ class Trainer(Registrable):
     def get_best_weights_path(self) -> Optional[str]:
         """The file holding the best weights so far, if any."""
         return None
+
+    @property
+    def run_status(self) -> RunStatus:
+        """Where the run stands; a trainer that keeps no status is always at the start."""
+        return RunStatus()
+
+    def record_run_status(self, status: RunStatus) -> None:
+        """Record `status` (test set evaluated, archived) where a resumed run finds it; by default nowhere."""

@@ -226,9 +226,13 @@ def test_validation_interval_and_max_steps(tmp_path):
     trainer._callbacks.append(recorder)
     trainer.train()
     evaluations = [e for e in recorder.events if e[0] == "evaluate"]
-    assert evaluations == [("evaluate", 0, 5), ("evaluate", 0, 8), ("evaluate", 1, 10)]
+    # The stop at max_steps validates too (issue 11.5), and writes that epoch's metrics so far.
+    assert evaluations == [("evaluate", 0, 5), ("evaluate", 0, 8), ("evaluate", 1, 10), ("evaluate", 1, 14)]
     assert trainer.optimizer_updates == 14
     assert (tmp_path / "model_state_e1_b6.safetensors").exists()
+    partial = json.loads((tmp_path / "metrics_epoch_1.json").read_text())
+    assert partial["optimizer_updates"] == 14 and "validation_loss" in partial and "best_epoch" in partial
+    assert trainer.run_status.stopped == "max_steps"
 
 
 def test_sigint_saves_a_checkpoint_and_says_how_to_resume(tmp_path):

@@ -11,6 +11,7 @@ from ipuflow.config import ConfigurationError
 from ipuflow.data.instance import Instance
 from ipuflow.data.readers.dataset_reader import DatasetReader
 from ipuflow.data.readers.labels import check_label
+from ipuflow.data.readers.text_lines import utf8_lines
 from ipuflow.data.readers.text_classification_json import text_classification_instance
 from ipuflow.data.tokenizers import Tokenizer, WhitespaceTokenizer
 
@@ -48,9 +49,10 @@ class TextClassificationCsvReader(DatasetReader):
         self.keep_text = keep_text
 
     def _read(self, path: Path) -> Iterator[Instance]:
-        # newline="" lets the csv module handle line breaks inside quoted fields.
-        with open(path, encoding="utf-8", newline="") as file:
-            rows = csv.reader(file, delimiter=self.delimiter)
+        # Lines keep their endings, so the csv module handles line breaks inside quoted fields.
+        lines = utf8_lines(path)
+        try:
+            rows = csv.reader(lines, delimiter=self.delimiter)
             try:
                 header = next(rows, None)
                 if header is None:
@@ -74,8 +76,8 @@ class TextClassificationCsvReader(DatasetReader):
                     yield self.text_to_instance(row[text_at], label)
             except csv.Error as error:
                 raise ConfigurationError(f"{path}:{rows.line_num}: malformed CSV ({error}).") from None
-            except UnicodeDecodeError as error:
-                raise ConfigurationError(f"{path}: not UTF-8 text ({error.reason}).") from None
+        finally:
+            lines.close()
 
     def text_to_instance(self, text: str, label: Union[str, int, None] = None) -> Instance:  # type: ignore[override]
         """An instance of `text` and, if given, its `label`."""
