@@ -15,15 +15,32 @@ def evaluate_archive(archive_path: str, input_paths: List[str], batch_size: Opti
                      device: Optional[str] = None, overrides: str = "", weights_file: Optional[str] = None,
                      predictions_file: Optional[TextIO] = None) -> Dict[str, Any]:
     """Metrics of the archived model on each input (keys prefixed by file stem when several)."""
+    from ipuflow.archival import load_archive
+
+    archive = load_archive(archive_path, overrides=overrides, weights_file=weights_file)
+    return evaluate_loaded_archive(archive, input_paths, batch_size, device, predictions_file)
+
+
+def evaluate_loaded_archive(archive: Any, input_paths: List[str], batch_size: Optional[int] = None,
+                            device: Optional[str] = None, predictions_file: Optional[TextIO] = None) -> Dict[str, Any]:
+    """Metrics of a loaded `Archive`'s model on each input (keys prefixed by file stem when several).
+
+    Whatever else the archive's config names (executor, data loader, postprocessor) is built under
+    the archive's import policy, as its model was.
+    """
+    with archive.import_policy.applied():
+        return _evaluate(archive, input_paths, batch_size, device, predictions_file)
+
+
+def _evaluate(archive: Any, input_paths: List[str], batch_size: Optional[int], device: Optional[str],
+              predictions_file: Optional[TextIO]) -> Dict[str, Any]:
     import torch
 
-    from ipuflow.archival import load_archive
     from ipuflow.config import Params
     from ipuflow.evaluation.evaluator import evaluate, split_rows
     from ipuflow.evaluation.inference import inference_executor_from_config, loader_from_config
     from ipuflow.evaluation.postprocessor import Postprocessor
 
-    archive = load_archive(archive_path, overrides=overrides, weights_file=weights_file)
     model, config = archive.model, archive.config
     executor = inference_executor_from_config(config, model, device)
     postprocessor_params = config.get("postprocessor")
@@ -75,6 +92,7 @@ def evaluate(archive: str, input_paths: str, output_file: Optional[str], predict
              batch_size: Optional[int], device: Optional[str], overrides: str, weights_file: Optional[str],
              include_package: Tuple[str, ...]) -> None:
     """Score the model in ARCHIVE (model.tar.gz or a run directory) on INPUT (comma-separated paths)."""
+    from ipuflow.archival import load_archive
     from ipuflow.config.plugins import include_packages
     from ipuflow.experiment.serialization_dir import configure_logging
     from ipuflow.storage import write_json_atomically
@@ -82,9 +100,11 @@ def evaluate(archive: str, input_paths: str, output_file: Optional[str], predict
     configure_logging()
     include_packages(include_package)
     paths = [path.strip() for path in input_paths.split(",") if path.strip()]
+    loaded = load_archive(archive, overrides=overrides, weights_file=weights_file)
+    # Opened only once the archive has loaded: a bad archive leaves no output file behind.
     predictions = open(predictions_output_file, "w") if predictions_output_file else None
     try:
-        metrics = evaluate_archive(archive, paths, batch_size, device, overrides, weights_file, predictions)
+        metrics = evaluate_loaded_archive(loaded, paths, batch_size, device, predictions)
     finally:
         if predictions is not None:
             predictions.close()
