@@ -8,6 +8,7 @@ that would land outside the target directory.
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import tarfile
@@ -73,7 +74,7 @@ def extract_archive(archive_file: Union[str, Path], target: Union[str, Path]) ->
     """
     target = Path(target).resolve()
     try:
-        with tarfile.open(archive_file, "r:gz") as archive:
+        with gzip.open(archive_file, "rb") as stream, tarfile.open(fileobj=stream, mode="r:") as archive:
             members = archive.getmembers()
             for member in members:
                 destination = (target / member.name).resolve()
@@ -83,9 +84,15 @@ def extract_archive(archive_file: Union[str, Path], target: Union[str, Path]) ->
                         f"inside the archive's folder."
                     )
             for member in members:
-                archive.extract(member, target, set_attrs=False, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
+                archive.extract(member, target, set_attrs=False, **_DATA_FILTER)
+            while stream.read(1 << 20):  # read to the gzip trailer, whose checksum catches damaged data
+                pass
     except (tarfile.TarError, EOFError, zlib.error, OSError) as error:
         raise unreadable_archive(archive_file, _reading_failure(error)) from None
+
+
+# Python's own guard against tar members that escape or carry special files (3.12, back-ported to 3.8+).
+_DATA_FILTER: Dict[str, Any] = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
 
 
 def unreadable_archive(archive_file: Union[str, Path], reason: str) -> ConfigurationError:
@@ -103,9 +110,13 @@ def _reading_failure(error: BaseException) -> str:
         return f"it ends too early ({detail})"
     if "empty file" in detail:
         return "it is empty"
-    if "not a gzip file" in detail:
-        return "it is not a gzip-compressed tar file"
-    return f"its contents cannot be read ({detail})"
+    if isinstance(error, gzip.BadGzipFile) and "not a gzipped file" in detail.lower():
+        return "it is not a gzip-compressed file"
+    if isinstance(error, (zlib.error, gzip.BadGzipFile)):
+        return f"its compressed data is damaged ({detail})"
+    if isinstance(error, tarfile.TarError):
+        return f"it is not a tar archive ({detail})"
+    return f"it cannot be read ({detail})"
 
 
 def load_archive(path: Union[str, Path], overrides: Union[str, Dict[str, Any]] = "",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import TYPE_CHECKING, Any, Optional, Tuple
+from typing import TYPE_CHECKING, Any, List, Optional, TextIO, Tuple
 
 import click
 
@@ -68,13 +68,17 @@ def _predict_all(runner: "BatchPredictor", loaded: Any, input_file: str, output_
     from ipuflow.config import ConfigurationError
     from ipuflow.predictors.batch_prediction import BadInputLine, predict_lines
 
-    out = open(output_file, "w") if output_file else None
+    # The output file is opened at the first prediction: the data loader is built from the archive's
+    # config only then, and a config error there must leave no file behind.
+    opened: List[TextIO] = []
 
     def write(prediction: dict) -> None:
         line = json.dumps(prediction)
-        if out is not None:
-            out.write(line + "\n")
-        if out is None or not silent:
+        if output_file:
+            if not opened:
+                opened.append(open(output_file, "w"))
+            opened[0].write(line + "\n")
+        if not output_file or not silent:
             click.echo(line)
 
     try:
@@ -82,19 +86,21 @@ def _predict_all(runner: "BatchPredictor", loaded: Any, input_file: str, output_
             instances = loaded.validation_dataset_reader.read(input_file)
             for prediction in runner.predict_instances([({}, instance) for instance in instances]):
                 write(prediction)
-            return 0
-        if input_file != "-" and not os.path.isfile(input_file):
-            raise ConfigurationError(f"Input file {input_file!r} does not exist.")
-        stream = sys.stdin if input_file == "-" else open(input_file)
-        try:
-            predict_lines(runner, stream, write, skip_bad_lines=skip_bad_lines)
-        except BadInputLine as bad:
-            return report_error(f"{bad} (earlier lines were predicted; --skip-bad-lines goes on past bad lines)",
-                                EXIT_RUNTIME_ERROR)
-        finally:
-            if stream is not sys.stdin:
-                stream.close()
+        else:
+            if input_file != "-" and not os.path.isfile(input_file):
+                raise ConfigurationError(f"Input file {input_file!r} does not exist.")
+            stream = sys.stdin if input_file == "-" else open(input_file)
+            try:
+                predict_lines(runner, stream, write, skip_bad_lines=skip_bad_lines)
+            except BadInputLine as bad:
+                return report_error(f"{bad} (earlier lines were predicted; --skip-bad-lines goes on past bad lines)",
+                                    EXIT_RUNTIME_ERROR)
+            finally:
+                if stream is not sys.stdin:
+                    stream.close()
+        if output_file and not opened:
+            opened.append(open(output_file, "w"))  # no inputs: an empty output file
     finally:
-        if out is not None:
-            out.close()
+        for handle in opened:
+            handle.close()
     return 0
