@@ -323,3 +323,22 @@ def test_archives_from_the_shipped_configs_load_and_evaluate(config, tmp_path, m
     assert result.returncode == 0, result.stderr
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert json.loads(result.stdout)["accuracy"] == pytest.approx(metrics["test_accuracy"])
+
+
+def test_a_package_path_for_pretrained_files_imports_no_package(trained_run, tmp_path, monkeypatch):
+    """`package://a.b/dir` would make find_spec import `a` (running its code): only top-level names."""
+    site = tmp_path / "site"
+    (site / "sec_parent_package" / "child").mkdir(parents=True)
+    marker = tmp_path / "PARENT_IMPORTED"
+    (site / "sec_parent_package" / "__init__.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    (site / "sec_parent_package" / "child" / "__init__.py").write_text("")
+    monkeypatch.syspath_prepend(str(site))
+
+    def pretrained_tokenizer(config):
+        config["dataset_reader"]["tokenizer"] = {"type": "pretrained_transformer",
+                                                 "model_name": "package://sec_parent_package.child/model"}
+
+    crafted = repack(trained_run, tmp_path, pretrained_tokenizer)
+    with pytest.raises(ConfigurationError, match="name of an installed top-level package"):
+        load_archive(crafted)
+    assert not marker.exists() and "sec_parent_package" not in sys.modules
