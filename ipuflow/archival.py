@@ -74,7 +74,13 @@ def extract_archive(archive_file: Union[str, Path], target: Union[str, Path]) ->
     """
     target = Path(target).resolve()
     try:
-        with gzip.open(archive_file, "rb") as stream, tarfile.open(fileobj=stream, mode="r:") as archive:
+        stream = gzip.open(archive_file, "rb")
+    except OSError as error:
+        raise unreadable_archive(archive_file, f"it cannot be opened ({error.strerror or error})") from None
+    # Only errors in reading the archive are its fault; one in writing the extracted files (a full
+    # disk) goes up as it is.
+    try:
+        with stream, tarfile.open(fileobj=stream, mode="r:") as archive:
             members = archive.getmembers()
             for member in members:
                 destination = (target / member.name).resolve()
@@ -87,7 +93,7 @@ def extract_archive(archive_file: Union[str, Path], target: Union[str, Path]) ->
                 archive.extract(member, target, set_attrs=False, **_DATA_FILTER)
             while stream.read(1 << 20):  # read to the gzip trailer, whose checksum catches damaged data
                 pass
-    except (tarfile.TarError, EOFError, zlib.error, OSError) as error:
+    except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile) as error:
         raise unreadable_archive(archive_file, _reading_failure(error)) from None
 
 
@@ -114,9 +120,7 @@ def _reading_failure(error: BaseException) -> str:
         return "it is not a gzip-compressed file"
     if isinstance(error, (zlib.error, gzip.BadGzipFile)):
         return f"its compressed data is damaged ({detail})"
-    if isinstance(error, tarfile.TarError):
-        return f"it is not a tar archive ({detail})"
-    return f"it cannot be read ({detail})"
+    return f"it is not a tar archive ({detail})"
 
 
 def load_archive(path: Union[str, Path], overrides: Union[str, Dict[str, Any]] = "",
