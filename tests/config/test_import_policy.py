@@ -73,3 +73,23 @@ def test_recorded_packages_reads_only_a_list_of_names():
     assert recorded_packages({"include_packages": ["a", "b.c", 3, ""]}) == ("a", "b.c")
     assert recorded_packages({"include_packages": "a"}) == ()
     assert recorded_packages([]) == ()
+
+
+def test_a_module_of_an_installed_plugin_is_trusted(tmp_path, monkeypatch):
+    """An `ipuflow.plugins` entry point (here a dist-info folder on the path, as pip leaves one)."""
+    import importlib
+
+    from ipuflow.config.plugins import plugin_modules
+
+    marker = tmp_path / "imported"
+    plant_module(tmp_path, "sec_policy_plugin", marker)
+    dist_info = tmp_path / "sec_policy_plugin-0.1.dist-info"
+    dist_info.mkdir()
+    (dist_info / "METADATA").write_text("Metadata-Version: 2.1\nName: sec-policy-plugin\nVersion: 0.1\n")
+    (dist_info / "entry_points.txt").write_text("[ipuflow.plugins]\nsec_policy_plugin = sec_policy_plugin\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.invalidate_caches()
+    assert "sec_policy_plugin" in plugin_modules()
+    with ArchiveImportPolicy(source="the archive z.tar.gz").applied():
+        assert type(Part.from_params(Params({"type": "sec_policy_plugin.Thing"}))).__name__ == "Thing"
+    assert marker.exists()
