@@ -167,9 +167,9 @@ def test_an_archive_config_is_json_not_jsonnet(trained_run, tmp_path):
 TRUSTED_PACKAGE = "sec_trusted_tokenizers"
 
 
-def write_trusted_package(directory, marker):
+def write_trusted_package(directory, marker, name=TRUSTED_PACKAGE):
     """A user package with a Tokenizer subclass; importing it creates `marker` (to see when it runs)."""
-    package = directory / TRUSTED_PACKAGE
+    package = directory / name
     package.mkdir()
     (package / "__init__.py").write_text(textwrap.dedent(f'''
         open({str(marker)!r}, "w").close()
@@ -217,6 +217,25 @@ def test_an_archive_needing_an_included_package_names_it_and_loads_with_it(tiny_
                         stdin='{"text": "A GOOD FILM"}\n')
     assert predicted.returncode == 0, predicted.stderr
     assert json.loads(predicted.stdout.strip().splitlines()[-1])["label"] in ("pos", "neg")
+
+
+def test_load_archive_takes_include_packages(trained_run, tmp_path, monkeypatch):
+    site = tmp_path / "site"
+    site.mkdir()
+    marker = tmp_path / "API_PACKAGE_IMPORTED"
+    write_trusted_package(site, marker, name="sec_api_tokenizers")
+    monkeypatch.chdir(site)
+
+    def custom_tokenizer(config):
+        config["dataset_reader"]["tokenizer"] = {"type": "sec_api_tokenizers.LowerWhitespaceTokenizer"}
+
+    crafted = repack(trained_run, tmp_path, custom_tokenizer)
+    with pytest.raises(ConfigurationError, match=r"include_packages=\['sec_api_tokenizers'\] for load_archive"):
+        load_archive(crafted)
+    assert not marker.exists()
+    archive = load_archive(crafted, include_packages=["sec_api_tokenizers"])
+    assert type(archive.dataset_reader.tokenizer).__name__ == "LowerWhitespaceTokenizer"
+    assert marker.exists()
 
 
 # -- broken archives ---------------------------------------------------------------------------------
