@@ -5,7 +5,9 @@ from __future__ import annotations
 import importlib
 import inspect
 import logging
+import sys
 from collections import defaultdict
+from types import ModuleType
 from typing import Callable, ClassVar, DefaultDict, Dict, List, Optional, Tuple, Type, TypeVar
 
 from ipuflow.config.errors import ConfigurationError, did_you_mean
@@ -91,7 +93,12 @@ class Registrable(FromParams):
                 f"{name!r} is neither a registered name for {cls.__name__} nor a class path such as "
                 f"'my_package.module.MyClass'."
             )
-        # An archive's config may only import trusted packages: decided on the name, before importing.
+        already_imported = sys.modules.get(module_name)
+        if already_imported is not None and class_name in vars(already_imported):
+            # Looking into a module that is already loaded runs nothing (its __dict__, not a module
+            # __getattr__), so a function or a foreign class is refused for what it is first.
+            cls._subclass_in(already_imported, name)
+        # An archive's config may only use trusted packages: decided on the name, before importing.
         check_module_may_be_imported(module_name, name)
         try:
             module = importlib.import_module(module_name)
@@ -100,6 +107,12 @@ class Registrable(FromParams):
                 f"{name!r} looks like a path to a class, but its module {module_name!r} cannot be "
                 f"imported ({error})."
             ) from error
+        return cls._subclass_in(module, name)
+
+    @classmethod
+    def _subclass_in(cls, module: ModuleType, name: str) -> type:
+        """The attribute of `module` that `name` ends with, if it is a subclass of `cls` (nothing is called)."""
+        module_name, _, class_name = name.rpartition(".")
         if not hasattr(module, class_name):
             raise ConfigurationError(
                 f"{name!r} looks like a path to a class, but module {module_name!r} has no {class_name!r}."

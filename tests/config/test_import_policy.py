@@ -39,6 +39,9 @@ def test_an_untrusted_module_is_refused_by_name_and_never_imported(tmp_path, mon
     assert "trained with --include-package sec_policy_untrusted" in message
     assert "pass --include-package sec_policy_untrusted" in message and "runs its code" in message
     assert not marker.exists() and "sec_policy_untrusted" not in sys.modules
+    # A function in a module that is already loaded is refused for what it is (looking runs nothing).
+    with policy.applied(), pytest.raises(ConfigurationError, match="'os.system' cannot be used as a Part"):
+        Part.from_params(Params({"type": "os.system"}))
     # Outside an archive's config the user's own dotted path is imported as before.
     assert type(Part.from_params(Params({"type": "sec_policy_untrusted.Thing"}))).__name__ == "Thing"
     assert marker.exists()
