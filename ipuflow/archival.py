@@ -1,21 +1,26 @@
 """Model archives: `model.tar.gz` with the config, safetensors weights, vocabulary and metadata.
 
-Archives hold no pickles, so loading one never runs code from it, and extraction refuses members
+Archives hold data only (JSON config, safetensors weights, text vocabulary, no pickles), so loading
+one never runs code from it: its config may only name classes in ipuflow, installed plugins and
+packages the user included (see `ipuflow.config.import_policy`), and extraction refuses members
 that would land outside the target directory.
 """
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
 import os
 import tarfile
 import tempfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Optional, Union
+from typing import Any, Dict, Optional, Sequence, Union
 
 from ipuflow.config import ConfigurationError, Params
+from ipuflow.config.import_policy import ArchiveImportPolicy, recorded_packages
 from ipuflow.config.params import with_overrides
 from ipuflow.storage import ChecksumMismatch, file_sha256, verify_sha256, write_atomically
 from ipuflow.experiment.serialization_dir import (
@@ -37,6 +42,9 @@ class Archive:
     dataset_reader: Any
     validation_dataset_reader: Any
     meta: Dict[str, Any]
+    import_policy: ArchiveImportPolicy
+    """The rule the archive's config was built under; build more from `config` inside
+    `with archive.import_policy.applied():` so that it holds there too."""
 
 
 def archive_model(serialization_dir: Union[str, Path], weights: Optional[Union[str, Path]] = None,
@@ -66,27 +74,75 @@ def archive_model(serialization_dir: Union[str, Path], weights: Optional[Union[s
 
 
 def extract_archive(archive_file: Union[str, Path], target: Union[str, Path]) -> None:
-    """Extract regular files and directories only, refusing any member that would land outside `target`."""
+    """Extract regular files and directories only, refusing any member that would land outside `target`.
+
+    A file that is not a whole gzip-compressed tar (truncated, corrupt, empty, another format) is a
+    `ConfigurationError` naming it.
+    """
     target = Path(target).resolve()
-    with tarfile.open(archive_file, "r:gz") as archive:
-        members = archive.getmembers()
-        for member in members:
-            destination = (target / member.name).resolve()
-            if not (member.isfile() or member.isdir()) or os.path.commonpath([target, destination]) != str(target):
-                raise ConfigurationError(
-                    f"{archive_file}: refusing to extract {member.name!r}: it is not a plain file or directory "
-                    f"inside the archive's folder."
-                )
-        for member in members:
-            archive.extract(member, target, set_attrs=False, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
+    try:
+        stream = gzip.open(archive_file, "rb")
+    except OSError as error:
+        raise unreadable_archive(archive_file, f"it cannot be opened ({error.strerror or error})") from None
+    # Only errors in reading the archive are its fault; one in writing the extracted files (a full
+    # disk) goes up as it is.
+    try:
+        with stream, tarfile.open(fileobj=stream, mode="r:") as archive:
+            members = archive.getmembers()
+            for member in members:
+                destination = (target / member.name).resolve()
+                if not (member.isfile() or member.isdir()) or os.path.commonpath([target, destination]) != str(target):
+                    raise ConfigurationError(
+                        f"{archive_file}: refusing to extract {member.name!r}: it is not a plain file or directory "
+                        f"inside the archive's folder."
+                    )
+            for member in members:
+                archive.extract(member, target, set_attrs=False, **_DATA_FILTER)
+            while stream.read(1 << 20):  # read to the gzip trailer, whose checksum catches damaged data
+                pass
+    except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile) as error:
+        raise unreadable_archive(archive_file, _reading_failure(error)) from None
+
+
+# Python's own guard against tar members that escape or carry special files (3.12, back-ported to 3.8+).
+_DATA_FILTER: Dict[str, Any] = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+
+
+def unreadable_archive(archive_file: Union[str, Path], reason: str) -> ConfigurationError:
+    """The error for a file given as an archive that cannot be one."""
+    return ConfigurationError(
+        f"{archive_file} is not a readable model archive: {reason}. A model archive is the model.tar.gz "
+        f"that `ipuflow train` writes (or the run directory that holds it); this file may be truncated, "
+        f"damaged in transfer, or something else."
+    )
+
+
+def _reading_failure(error: BaseException) -> str:
+    detail = str(error) or type(error).__name__
+    if isinstance(error, EOFError) or "unexpected end" in detail:
+        return f"it ends too early ({detail})"
+    if "empty file" in detail:
+        return "it is empty"
+    if isinstance(error, gzip.BadGzipFile) and "not a gzipped file" in detail.lower():
+        return "it is not a gzip-compressed file"
+    if isinstance(error, (zlib.error, gzip.BadGzipFile)):
+        return f"its compressed data is damaged ({detail})"
+    return f"it is not a tar archive ({detail})"
 
 
 def load_archive(path: Union[str, Path], overrides: Union[str, Dict[str, Any]] = "",
-                 weights_file: Optional[Union[str, Path]] = None) -> Archive:
+                 weights_file: Optional[Union[str, Path]] = None, include_packages: Sequence[str] = ()) -> Archive:
     """Rebuild the model from `model.tar.gz` or from a serialization directory, with its weights.
 
     `overrides` edits the archived config (e.g. the reader); `weights_file` replaces the weights.
+    The archive's config may only name classes in ipuflow, in installed plugins and in included
+    packages: `include_packages` imports and allows more (it runs their code, as `--include-package`
+    does). Nothing the archive names is imported otherwise.
     """
+    if include_packages:
+        from ipuflow.config.plugins import include_packages as include
+
+        include(include_packages)
     path = Path(path)
     if not path.exists():
         raise ConfigurationError(f"Archive {path} does not exist.")
@@ -95,7 +151,7 @@ def load_archive(path: Union[str, Path], overrides: Union[str, Dict[str, Any]] =
         if archived.is_file():
             return _load_from_directory_archive(archived, overrides, weights_file)
         weights = Path(weights_file) if weights_file else path / BEST_WEIGHTS_NAME
-        return _load_from_directory(path, weights, overrides)
+        return _load_from_directory(path, weights, overrides, f"the run directory {path}")
     return _load_from_directory_archive(path, overrides, weights_file)
 
 
@@ -103,8 +159,10 @@ def _load_from_directory_archive(archive_file: Path, overrides: Union[str, Dict[
                                  weights_file: Optional[Union[str, Path]]) -> Archive:
     with tempfile.TemporaryDirectory(prefix="ipuflow-archive-") as folder:
         extract_archive(archive_file, folder)
+        if not (Path(folder) / CONFIG_NAME).is_file():
+            raise unreadable_archive(archive_file, f"it holds no {CONFIG_NAME}")
         weights = Path(weights_file) if weights_file else Path(folder) / WEIGHTS_NAME
-        return _load_from_directory(Path(folder), weights, overrides)
+        return _load_from_directory(Path(folder), weights, overrides, f"the archive {archive_file}")
 
 
 def _verify_archived_weights(directory: Path, weights: Path) -> None:
@@ -118,7 +176,16 @@ def _verify_archived_weights(directory: Path, weights: Path) -> None:
         raise ConfigurationError(f"The archive's {WEIGHTS_NAME} is damaged: {error}.") from None
 
 
-def _load_from_directory(directory: Path, weights: Path, overrides: Union[str, Dict[str, Any]]) -> Archive:
+def _read_json(path: Path, source: str) -> Any:
+    """A JSON file of an archive: plain JSON, never Jsonnet (which could import local files)."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as error:
+        raise ConfigurationError(f"{source}: {path.name} is not valid JSON ({error}).") from None
+
+
+def _load_from_directory(directory: Path, weights: Path, overrides: Union[str, Dict[str, Any]],
+                         source: str) -> Archive:
     from safetensors.torch import load_file
 
     from ipuflow.data.readers import DatasetReader
@@ -131,34 +198,40 @@ def _load_from_directory(directory: Path, weights: Path, overrides: Union[str, D
     if not weights.is_file():
         raise ConfigurationError(f"Weights file {weights} does not exist.")
     _verify_archived_weights(directory, weights)
-    try:
-        raw = json.loads(config_path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ConfigurationError(f"{config_path} cannot be read ({type(error).__name__}: {error}).") from None
+    raw = _read_json(config_path, source)
+    if not isinstance(raw, dict):
+        raise ConfigurationError(f"{source}: {CONFIG_NAME} holds {type(raw).__name__}, not a config object.")
+    meta_path = directory / META_NAME
+    meta = _read_json(meta_path, source) if meta_path.is_file() else {}
     if overrides:
         from ipuflow.config.params import parse_overrides
 
         raw = with_overrides(raw, parse_overrides(overrides))
     config = Params(raw)
-    vocab_dir = directory / VOCABULARY_DIR
-    vocab = Vocabulary.from_files(str(vocab_dir)) if vocab_dir.is_dir() else Vocabulary.empty()
-    model_params = config.duplicate().get("model")
-    if model_params is None:
-        raise ConfigurationError(f"{config_path}: the config has no 'model' section.")
-    model = Model.from_params(model_params, vocab=vocab)
-    state = load_file(str(weights))
-    missing, unexpected = model.load_state_dict(state, strict=False)
-    if missing or unexpected:
-        raise ConfigurationError(
-            f"{weights} does not fit the model the config builds: missing {sorted(missing)[:5]}, "
-            f"unexpected {sorted(unexpected)[:5]}."
-        )
-    model.eval()
-    reader_params = config.duplicate().get("dataset_reader")
-    reader = DatasetReader.from_params(reader_params) if reader_params is not None else None
-    validation_params = config.duplicate().get("validation_dataset_reader")
-    validation_reader = DatasetReader.from_params(validation_params) if validation_params is not None else reader
-    meta_path = directory / META_NAME
-    meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
+    policy = ArchiveImportPolicy(source=source, trained_with=recorded_packages(meta))
+    with policy.applied():
+        vocab_dir = directory / VOCABULARY_DIR
+        vocab = Vocabulary.from_files(str(vocab_dir)) if vocab_dir.is_dir() else Vocabulary.empty()
+        model_params = config.duplicate().get("model")
+        if model_params is None:
+            raise ConfigurationError(f"{config_path}: the config has no 'model' section.")
+        model = Model.from_params(model_params, vocab=vocab)
+        try:
+            state = load_file(str(weights))
+        except Exception as error:  # safetensors raises its own SafetensorError, not an OSError
+            raise ConfigurationError(f"{source}: the weights file {weights.name} is not readable safetensors "
+                                     f"({error}).") from None
+        missing, unexpected = model.load_state_dict(state, strict=False)
+        if missing or unexpected:
+            raise ConfigurationError(
+                f"{weights} does not fit the model the config builds: missing {sorted(missing)[:5]}, "
+                f"unexpected {sorted(unexpected)[:5]}."
+            )
+        model.eval()
+        reader_params = config.duplicate().get("dataset_reader")
+        reader = DatasetReader.from_params(reader_params) if reader_params is not None else None
+        validation_params = config.duplicate().get("validation_dataset_reader")
+        validation_reader = DatasetReader.from_params(validation_params) if validation_params is not None else reader
     return Archive(model=model, config=config, vocab=vocab, dataset_reader=reader,
-                   validation_dataset_reader=validation_reader, meta=meta)
+                   validation_dataset_reader=validation_reader, meta=meta if isinstance(meta, dict) else {},
+                   import_policy=policy)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Dict, List, Optional, TextIO, Tuple
+from typing import Any, Dict, List, Optional, TextIO, Tuple, Union
 
 import click
 
@@ -15,20 +15,47 @@ def evaluate_archive(archive_path: str, input_paths: List[str], batch_size: Opti
                      device: Optional[str] = None, overrides: str = "", weights_file: Optional[str] = None,
                      predictions_file: Optional[TextIO] = None) -> Dict[str, Any]:
     """Metrics of the archived model on each input (keys prefixed by file stem when several)."""
+    from ipuflow.archival import load_archive
+
+    archive = load_archive(archive_path, overrides=overrides, weights_file=weights_file)
+    return evaluate_loaded_archive(archive, input_paths, batch_size, device, predictions_file)
+
+
+def evaluate_loaded_archive(archive: Any, input_paths: List[str], batch_size: Optional[int] = None,
+                            device: Optional[str] = None,
+                            predictions_file: Optional[Union[TextIO, str, Path]] = None) -> Dict[str, Any]:
+    """Metrics of a loaded `Archive`'s model on each input (keys prefixed by file stem when several).
+
+    Whatever else the archive's config names (executor, data loader, postprocessor) is built under
+    the archive's import policy, as its model was. Predictions (one JSON line per instance) go to
+    `predictions_file`, a stream or a path, once every input has been evaluated: a failure leaves
+    no partial file.
+    """
+    with archive.import_policy.applied():
+        metrics, lines = _evaluate(archive, input_paths, batch_size, device, keep_predictions=predictions_file is not None)
+    if isinstance(predictions_file, (str, Path)):
+        with open(predictions_file, "w") as handle:
+            handle.writelines(lines)
+    elif predictions_file is not None:
+        predictions_file.writelines(lines)
+    return metrics
+
+
+def _evaluate(archive: Any, input_paths: List[str], batch_size: Optional[int], device: Optional[str],
+              keep_predictions: bool) -> Tuple[Dict[str, Any], List[str]]:
     import torch
 
-    from ipuflow.archival import load_archive
     from ipuflow.config import Params
     from ipuflow.evaluation.evaluator import evaluate, split_rows
     from ipuflow.evaluation.inference import inference_executor_from_config, loader_from_config
     from ipuflow.evaluation.postprocessor import Postprocessor
 
-    archive = load_archive(archive_path, overrides=overrides, weights_file=weights_file)
     model, config = archive.model, archive.config
     executor = inference_executor_from_config(config, model, device)
     postprocessor_params = config.get("postprocessor")
     postprocessor = Postprocessor.from_params(postprocessor_params, vocab=archive.vocab) if isinstance(postprocessor_params, Params) else None
     all_metrics: Dict[str, Any] = {}
+    lines: List[str] = []
     for path in input_paths:
         instances = archive.validation_dataset_reader.read(path)
         loader = loader_from_config(config, [instance.index(archive.vocab) for instance in instances], batch_size)
@@ -40,7 +67,7 @@ def evaluate_archive(archive_path: str, input_paths: List[str], batch_size: Opti
             readable = model.make_output_human_readable(dict(batch_outputs))
             outputs.extend(split_rows(readable, next(iter(batch.values())).shape[0]))
 
-        keep_outputs = predictions_file is not None or postprocessor is not None
+        keep_outputs = keep_predictions or postprocessor is not None
         with torch.no_grad():
             metrics = evaluate(model, executor, loader, on_outputs=collect if keep_outputs else None)
         outputs = outputs[: len(instances)]  # the rest padded the last combined batch
@@ -49,14 +76,13 @@ def evaluate_archive(archive_path: str, input_paths: List[str], batch_size: Opti
             metrics.update(postprocessor.metrics(predictions, instances))
         else:
             predictions = outputs
-        if predictions_file is not None:
+        if keep_predictions:
             from ipuflow.predictors.predictor import to_jsonable
 
-            for prediction in predictions:
-                predictions_file.write(json.dumps(to_jsonable(prediction)) + "\n")
+            lines.extend(json.dumps(to_jsonable(prediction)) + "\n" for prediction in predictions)
         prefix = f"{Path(path).stem}_" if len(input_paths) > 1 else ""
         all_metrics.update({f"{prefix}{key}": value for key, value in metrics.items()})
-    return all_metrics
+    return all_metrics, lines
 
 
 @click.command("evaluate")
@@ -75,6 +101,7 @@ def evaluate(archive: str, input_paths: str, output_file: Optional[str], predict
              batch_size: Optional[int], device: Optional[str], overrides: str, weights_file: Optional[str],
              include_package: Tuple[str, ...]) -> None:
     """Score the model in ARCHIVE (model.tar.gz or a run directory) on INPUT (comma-separated paths)."""
+    from ipuflow.archival import load_archive
     from ipuflow.config.plugins import include_packages
     from ipuflow.experiment.serialization_dir import configure_logging
     from ipuflow.storage import write_json_atomically
@@ -82,12 +109,8 @@ def evaluate(archive: str, input_paths: str, output_file: Optional[str], predict
     configure_logging()
     include_packages(include_package)
     paths = [path.strip() for path in input_paths.split(",") if path.strip()]
-    predictions = open(predictions_output_file, "w") if predictions_output_file else None
-    try:
-        metrics = evaluate_archive(archive, paths, batch_size, device, overrides, weights_file, predictions)
-    finally:
-        if predictions is not None:
-            predictions.close()
+    loaded = load_archive(archive, overrides=overrides, weights_file=weights_file)
+    metrics = evaluate_loaded_archive(loaded, paths, batch_size, device, predictions_output_file)
     click.echo(json.dumps(metrics, indent=2))
     if output_file:
         write_json_atomically(Path(output_file), metrics)

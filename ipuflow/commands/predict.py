@@ -5,11 +5,14 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Optional, Tuple
+from typing import TYPE_CHECKING, Any, List, Optional, TextIO, Tuple
 
 import click
 
 from ipuflow.commands.cli import EXIT_RUNTIME_ERROR, debug_option, include_package_option, report_error
+
+if TYPE_CHECKING:
+    from ipuflow.predictors.batch_prediction import BatchPredictor
 
 
 @click.command("predict")
@@ -35,7 +38,7 @@ def predict(archive: str, input_file: str, output_file: Optional[str], batch_siz
     from ipuflow.config.plugins import include_packages
     from ipuflow.evaluation.inference import inference_executor_from_config
     from ipuflow.experiment.serialization_dir import configure_logging
-    from ipuflow.predictors.batch_prediction import BadInputLine, BatchPredictor, predict_lines
+    from ipuflow.predictors.batch_prediction import BatchPredictor
     from ipuflow.predictors.predictor import Predictor
 
     configure_logging()
@@ -50,18 +53,32 @@ def predict(archive: str, input_file: str, output_file: Optional[str], batch_siz
     name = predictor_name or getattr(loaded.model, "default_predictor", None)
     if name is None:
         raise ConfigurationError(f"{type(loaded.model).__name__} names no default predictor; pass --predictor NAME.")
-    predictor = Predictor.from_params(Params({"type": name, **extra_args}, history="predictor."),
-                                      model=loaded.model, dataset_reader=loaded.validation_dataset_reader)
-    executor = inference_executor_from_config(loaded.config, loaded.model, device)
-    runner = BatchPredictor(predictor, executor, loaded.config, loaded.vocab, batch_size)
+    # The executor and the (lazily built) loaders come from the archive's config too.
+    with loaded.import_policy.applied():
+        predictor = Predictor.from_params(Params({"type": name, **extra_args}, history="predictor."),
+                                          model=loaded.model, dataset_reader=loaded.validation_dataset_reader)
+        executor = inference_executor_from_config(loaded.config, loaded.model, device)
+        runner = BatchPredictor(predictor, executor, loaded.config, loaded.vocab, batch_size)
+        return _predict_all(runner, loaded, input_file, output_file, silent, use_dataset_reader, skip_bad_lines)
 
-    out = open(output_file, "w") if output_file else None
+
+def _predict_all(runner: "BatchPredictor", loaded: Any, input_file: str, output_file: Optional[str], silent: bool,
+                 use_dataset_reader: bool, skip_bad_lines: bool) -> int:
+    """Write one prediction per input of `input_file`; the exit code."""
+    from ipuflow.config import ConfigurationError
+    from ipuflow.predictors.batch_prediction import BadInputLine, predict_lines
+
+    # The output file is opened at the first prediction: the data loader is built from the archive's
+    # config only then, and a config error there must leave no file behind.
+    opened: List[TextIO] = []
 
     def write(prediction: dict) -> None:
         line = json.dumps(prediction)
-        if out is not None:
-            out.write(line + "\n")
-        if out is None or not silent:
+        if output_file:
+            if not opened:
+                opened.append(open(output_file, "w"))
+            opened[0].write(line + "\n")
+        if not output_file or not silent:
             click.echo(line)
 
     try:
@@ -69,19 +86,21 @@ def predict(archive: str, input_file: str, output_file: Optional[str], batch_siz
             instances = loaded.validation_dataset_reader.read(input_file)
             for prediction in runner.predict_instances([({}, instance) for instance in instances]):
                 write(prediction)
-            return 0
-        if input_file != "-" and not os.path.isfile(input_file):
-            raise ConfigurationError(f"Input file {input_file!r} does not exist.")
-        stream = sys.stdin if input_file == "-" else open(input_file)
-        try:
-            predict_lines(runner, stream, write, skip_bad_lines=skip_bad_lines)
-        except BadInputLine as bad:
-            return report_error(f"{bad} (earlier lines were predicted; --skip-bad-lines goes on past bad lines)",
-                                EXIT_RUNTIME_ERROR)
-        finally:
-            if stream is not sys.stdin:
-                stream.close()
+        else:
+            if input_file != "-" and not os.path.isfile(input_file):
+                raise ConfigurationError(f"Input file {input_file!r} does not exist.")
+            stream = sys.stdin if input_file == "-" else open(input_file)
+            try:
+                predict_lines(runner, stream, write, skip_bad_lines=skip_bad_lines)
+            except BadInputLine as bad:
+                return report_error(f"{bad} (earlier lines were predicted; --skip-bad-lines goes on past bad lines)",
+                                    EXIT_RUNTIME_ERROR)
+            finally:
+                if stream is not sys.stdin:
+                    stream.close()
+        if output_file and not opened:
+            opened.append(open(output_file, "w"))  # no inputs: an empty output file
     finally:
-        if out is not None:
-            out.close()
+        for handle in opened:
+            handle.close()
     return 0

@@ -77,16 +77,12 @@ class FromParams:
         if params is None:
             return None  # type: ignore[return-value]
         params = _as_params(params, cls)
-        registry = Registrable._registry.get(cls) if issubclass(cls, Registrable) else None
+        # A family base dispatches on `type`, also when nothing is registered yet: a dotted class path
+        # works for every family.
+        family = issubclass(cls, Registrable) and (cls in Registrable._registry or Registrable in cls.__bases__)
 
-        if constructor_to_call is None and registry is not None:
+        if constructor_to_call is None and family:
             return _build_registered(cls, params, extras)  # type: ignore[arg-type]
-        if constructor_to_call is None and issubclass(cls, Registrable) and Registrable in cls.__bases__:
-            raise ConfigurationError(
-                f"{params.history.rstrip('.') or cls.__name__}: {cls.__name__} has no registered "
-                f"implementations to build. If they live in your own package, load it with "
-                f"--include-package."
-            )
         if constructor_to_call is None:
             constructor_to_call = cls
             constructor_to_inspect = constructor_to_inspect or cls.__init__
@@ -136,6 +132,12 @@ def _build_registered(base: type, params: Params, extras: Dict[str, Any]) -> Any
     """Dispatch on ``type`` to a registered implementation of `base` and build it."""
     available = base.list_available()  # type: ignore[attr-defined]
     default = base.default_implementation  # type: ignore[attr-defined]
+    if "type" not in params and not available:
+        raise ConfigurationError(
+            f"{params.path_of('type')}: {base.__name__} has no registered implementations to build; give the "
+            f"class path of one as \"type\" (e.g. \"my_package.module.My{base.__name__}\"), or load the package "
+            f"that registers them with --include-package."
+        )
     if "type" not in params and default is None:
         raise ConfigurationError(
             f"{params.path_of('type')}: required key 'type' is missing; choose one of: {', '.join(available)}."

@@ -8,13 +8,17 @@ import os
 import pkgutil
 import sys
 from importlib import metadata
-from typing import Iterable, List
+from typing import Iterable, List, Tuple
 
 from ipuflow.config.errors import ConfigurationError
 
 logger = logging.getLogger(__name__)
 
 ENTRY_POINT_GROUP = "ipuflow.plugins"
+
+# The packages this process was asked to include (`--include-package`, `include_packages`), in order.
+# Configs from archives may name classes in them; meta.json records them for the archive's users.
+_included: List[str] = []
 
 
 def import_module_and_submodules(package_name: str) -> None:
@@ -47,6 +51,16 @@ def import_module_and_submodules(package_name: str) -> None:
             sys.path.remove(cwd)
 
 
+def included_packages() -> List[str]:
+    """The packages included so far in this process (`--include-package`), in the order given."""
+    return list(_included)
+
+
+def plugin_modules() -> Tuple[str, ...]:
+    """The modules that the installed `ipuflow.plugins` entry points name."""
+    return tuple(entry_point.value.split(":")[0].strip() for entry_point in metadata.entry_points(group=ENTRY_POINT_GROUP))
+
+
 def import_plugins() -> List[str]:
     """Import every module registered under the `ipuflow.plugins` entry-point group; return their names.
 
@@ -68,6 +82,8 @@ def include_packages(packages: Iterable[str]) -> None:
     import_plugins()
     for package in packages:
         import_module_and_submodules(package)
+        if package not in _included:
+            _included.append(package)
 
 
 BUILTIN_PACKAGES = ("ipuflow.data", "ipuflow.models", "ipuflow.metrics", "ipuflow.execution",

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 import logging
+import sys
 from collections import defaultdict
+from types import ModuleType
 from typing import Callable, ClassVar, DefaultDict, Dict, List, Optional, Tuple, Type, TypeVar
 
 from ipuflow.config.errors import ConfigurationError, did_you_mean
 from ipuflow.config.from_params import FromParams
+from ipuflow.config.import_policy import check_module_may_be_imported
 
 logger = logging.getLogger(__name__)
 
@@ -65,31 +69,61 @@ class Registrable(FromParams):
 
     @classmethod
     def resolve_class_name(cls, name: str) -> Tuple[type, Optional[str]]:
-        """The class and constructor name for `name`: a registered name or a dotted class path."""
+        """The class and constructor name for `name`: a registered name or a dotted class path.
+
+        A dotted path must name a subclass of this base; it is checked before anything is built.
+        """
         registry = Registrable._registry.get(cls, {})
         if name in registry:
             return registry[name]
         if "." in name:
-            module_name, _, class_name = name.rpartition(".")
-            try:
-                module = importlib.import_module(module_name)
-            except ModuleNotFoundError as error:
-                raise ConfigurationError(
-                    f"{name!r} looks like a path to a class, but its module {module_name!r} cannot be "
-                    f"imported ({error})."
-                ) from error
-            try:
-                return getattr(module, class_name), None
-            except AttributeError as error:
-                raise ConfigurationError(
-                    f"{name!r} looks like a path to a class, but module {module_name!r} has no "
-                    f"{class_name!r}."
-                ) from error
+            return cls._class_from_path(name), None
         available = cls.list_available()
         raise ConfigurationError(
             f"{name!r} is not a registered name for {cls.__name__}.{did_you_mean(name, available)} "
             f"Registered names: {', '.join(available) or '(none)'}. {_INCLUDE_PACKAGE_ADVICE}"
         )
+
+    @classmethod
+    def _class_from_path(cls, name: str) -> type:
+        """The subclass of `cls` that the dotted path `name` names, importing its module if allowed."""
+        module_name, _, class_name = name.rpartition(".")
+        if not all(part.isidentifier() for part in name.split(".")):
+            raise ConfigurationError(
+                f"{name!r} is neither a registered name for {cls.__name__} nor a class path such as "
+                f"'my_package.module.MyClass'."
+            )
+        already_imported = sys.modules.get(module_name)
+        if already_imported is not None and class_name in vars(already_imported):
+            # Looking into a module that is already loaded runs nothing (its __dict__, not a module
+            # __getattr__), so a function or a foreign class is refused for what it is first.
+            cls._subclass_in(already_imported, name)
+        # An archive's config may only use trusted packages: decided on the name, before importing.
+        check_module_may_be_imported(module_name, name)
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as error:
+            raise ConfigurationError(
+                f"{name!r} looks like a path to a class, but its module {module_name!r} cannot be "
+                f"imported ({error})."
+            ) from error
+        return cls._subclass_in(module, name)
+
+    @classmethod
+    def _subclass_in(cls, module: ModuleType, name: str) -> type:
+        """The attribute of `module` that `name` ends with, if it is a subclass of `cls` (nothing is called)."""
+        module_name, _, class_name = name.rpartition(".")
+        if not hasattr(module, class_name):
+            raise ConfigurationError(
+                f"{name!r} looks like a path to a class, but module {module_name!r} has no {class_name!r}."
+            )
+        found = getattr(module, class_name)
+        if not (isinstance(found, type) and issubclass(found, cls)):
+            raise ConfigurationError(
+                f"{name!r} cannot be used as a {cls.__name__}: it names {_describe_object(found)}, and a "
+                f"dotted type must name a subclass of {cls.__name__}."
+            )
+        return found
 
     @classmethod
     def by_name(cls: Type[T], name: str) -> Callable[..., T]:
@@ -115,6 +149,19 @@ class Registrable(FromParams):
             if registered is subclass:
                 return name
         return None
+
+
+def _describe_object(found: object) -> str:
+    """What a dotted path turned out to name, for the error message (nothing is called)."""
+    if isinstance(found, type):
+        return f"the class {found.__module__}.{found.__qualname__}"
+    if inspect.isbuiltin(found):
+        return "a built-in function"
+    if inspect.isroutine(found):
+        return "a function"
+    if inspect.ismodule(found):
+        return "a module"
+    return f"a {type(found).__name__} object"
 
 
 def registrable_bases() -> List[type]:

