@@ -214,7 +214,7 @@ class NativeExecutor(StepExecutor):
         optimizer = self._optimizer
         assert optimizer is not None
         forward, autocast, scaler = self._forward, self._autocast, self._scaler
-        max_grad_norm = self._options.max_grad_norm
+        max_grad_norm, max_grad_value = self._options.max_grad_norm, self._options.max_grad_value
         collector = OutputCollector(plan)
         micro_batches = self._micro_batches(batch)
         per_update = plan.micro_batches_per_update
@@ -234,6 +234,10 @@ class NativeExecutor(StepExecutor):
                     scaler.backward(loss)
                     collector.add(step, replica, outputs, loss)
                 scaler.unscale_(optimizer, self._gradients)
+                # Clipping sees the reduced gradient with the loss scale divided out (a dynamic
+                # scaler has already noted any overflow, which clamping must not hide).
+                if max_grad_value is not None:
+                    torch.nn.utils.clip_grad_value_(self._parameters, max_grad_value)
                 if max_grad_norm is not None:
                     torch.nn.utils.clip_grad_norm_(self._parameters, max_grad_norm)
                 scaler.step(optimizer)

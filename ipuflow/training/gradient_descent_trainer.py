@@ -152,15 +152,12 @@ class GradientDescentTrainer(Trainer):
         self._batch_callbacks: List[BatchCallback] = list(batch_callbacks or [])
         self._epoch_callbacks: List[EpochCallback] = list(epoch_callbacks or [])
 
-        self._grad_clipping_handles = []
-        if grad_clipping is not None:
-            # The executor owns backward, so value clipping hooks into the gradients as they are
-            # computed (AllenNLP 1.x semantics: each micro-batch's contribution is clamped).
-            for parameter in model.parameters():
-                if parameter.requires_grad:
-                    self._grad_clipping_handles.append(
-                        parameter.register_hook(lambda grad, v=grad_clipping: grad.clamp(-v, v))
-                    )
+        if grad_clipping is not None and getattr(executor.options, "max_grad_value", None) != grad_clipping:
+            # Value clipping happens in the executor, on the reduced and unscaled gradient.
+            raise ConfigurationError(
+                f"trainer.grad_clipping ({grad_clipping}) is the executor's max_grad_value, and the executor given "
+                f"has max_grad_value {executor.options.max_grad_value}; build the executor with max_grad_value={grad_clipping}"
+            )
 
         plan = getattr(getattr(executor, "options", None), "plan", None)
         self._outputs_cover_batch = getattr(plan, "output_mode", None) == "all"
@@ -233,28 +230,27 @@ class GradientDescentTrainer(Trainer):
 
         executor_options: Dict[str, Any] = {}
         executor_config = executor.params.as_dict()
-        if num_gradient_accumulation_steps is not None:
-            configured = executor_config.get("gradient_accumulation")
-            if configured is not None and configured != num_gradient_accumulation_steps:
+
+        def alias(trainer_key: str, value: Any, executor_key: str) -> None:
+            configured = executor_config.get(executor_key)
+            if configured is not None and configured != value:
                 raise ConfigurationError(
-                    f"trainer.num_gradient_accumulation_steps ({num_gradient_accumulation_steps}) and "
-                    f"trainer.executor.gradient_accumulation ({configured}) are the same setting with different "
-                    "values; give one of them"
+                    f"trainer.{trainer_key} ({value}) and trainer.executor.{executor_key} ({configured}) are the same "
+                    "setting with different values; give one of them"
                 )
-            executor_options["gradient_accumulation"] = num_gradient_accumulation_steps
+            executor_options[executor_key] = value
+
+        if num_gradient_accumulation_steps is not None:
+            alias("num_gradient_accumulation_steps", num_gradient_accumulation_steps, "gradient_accumulation")
         if grad_norm is True:
             raise ConfigurationError(
                 "trainer.grad_norm: true (report the norm without clipping) is not supported: the executor "
                 "computes the gradients on the device; give a float to clip the global norm to it"
             )
         if grad_norm is not False:
-            configured = executor_config.get("max_grad_norm")
-            if configured is not None and configured != grad_norm:
-                raise ConfigurationError(
-                    f"trainer.grad_norm ({grad_norm}) and trainer.executor.max_grad_norm ({configured}) are the same "
-                    "setting with different values; give one of them"
-                )
-            executor_options["max_grad_norm"] = float(grad_norm)
+            alias("grad_norm", float(grad_norm), "max_grad_norm")
+        if grad_clipping is not None:
+            alias("grad_clipping", float(grad_clipping), "max_grad_value")
         # The executor comes before the schedulers only because the number of optimizer updates
         # per epoch depends on its options (device iterations, replication, accumulation).
         built_executor = executor.construct(model=model, optimizer=built_optimizer, **executor_options)
