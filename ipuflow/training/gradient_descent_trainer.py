@@ -80,9 +80,9 @@ class GradientDescentTrainer(Trainer):
 
     Counters: `epochs_completed`, `batches_in_epoch_completed` (host calls in the current epoch),
     `host_calls`, `optimizer_updates`, `samples_seen`. The running training loss is summed on the
-    device and read only every `log_interval` host calls, before checkpoints and at epoch ends; a
-    NaN/inf loss read there stops training with `NonFiniteLossError`. `validation_interval` also
-    validates every N optimizer updates; `max_steps` ends training after N optimizer updates (a
+    device and read only every `log_interval` optimizer updates (at the host call that reaches a
+    multiple), before checkpoints and at epoch ends; a NaN/inf loss read there stops training with
+    `NonFiniteLossError`. `validation_interval` also validates every N optimizer updates; `max_steps` ends training after N optimizer updates (a
     checkpoint is saved, so a later run with a larger limit continues exactly).
     """
 
@@ -174,6 +174,7 @@ class GradientDescentTrainer(Trainer):
         self._last_checkpoint: Optional[Path] = None
         self._interrupts: Optional[InterruptListener] = None
         self._training_start = time.monotonic()
+        self._training_seconds_before = 0.0  # spent by earlier processes of a resumed run
 
     # -- construction from config ----------------------------------------------------------
 
@@ -346,6 +347,12 @@ class GradientDescentTrainer(Trainer):
         except TypeError:
             return None
 
+    @property
+    def computes_training_metrics(self) -> bool:
+        """Whether the model's metrics are updated on training batches: only when the executor
+        returns every micro-batch's outputs (``output_mode: "all"``)."""
+        return self._outputs_cover_batch
+
     def get_best_weights_path(self) -> Optional[str]:
         path = Path(self.serialization_dir) / BEST_WEIGHTS  # type: ignore[arg-type]
         return str(path) if path.exists() else None
@@ -376,6 +383,8 @@ class GradientDescentTrainer(Trainer):
                 self._interrupts = None
                 for callback in self._callbacks:
                     callback.on_end(self, metrics=metrics, epoch=epoch, is_primary=True)
+                for one_method_callback in [*self._batch_callbacks, *self._epoch_callbacks]:
+                    one_method_callback.close()
 
     def _try_train(self) -> Tuple[Dict[str, Any], Optional[int]]:
         metrics: Dict[str, Any] = self._best_metrics()
@@ -428,11 +437,14 @@ class GradientDescentTrainer(Trainer):
                 self._moving_average.apply(self.optimizer_updates)
             if self._outputs_cover_batch:
                 self.model.update_metrics(result.outputs, batch)
+            batch_metrics = None
+            logging_point = self._crossed(self._log_interval, result.optimizer_updates)
+            if logging_point:
+                # Read before the schedules move on, so that `lr` is the one this call used.
+                batch_metrics = self._read_training_metrics(result.loss)
             self._apply_step_schedules()
 
-            batch_metrics = None
-            if self.host_calls % self._log_interval == 0:
-                batch_metrics = self._read_training_metrics(result.loss)
+            if batch_metrics is not None:
                 for callback in self._callbacks:
                     callback.on_log(self, batch_metrics, self.optimizer_updates, is_training=True)
             for callback in self._callbacks:
@@ -463,12 +475,12 @@ class GradientDescentTrainer(Trainer):
             if index >= count:
                 yield batch
 
+    def _crossed(self, interval: Optional[int], updates_this_call: int) -> bool:
+        """Whether the last call's updates reached a multiple of `interval` optimizer updates."""
+        return interval is not None and self.optimizer_updates // interval > (self.optimizer_updates - updates_this_call) // interval
+
     def _maybe_validate_within_epoch(self, epoch: int, updates_this_call: int) -> None:
-        interval = self._validation_interval
-        crossed = (
-            interval is not None
-            and self.optimizer_updates // interval > (self.optimizer_updates - updates_this_call) // interval
-        )
+        crossed = self._crossed(self._validation_interval, updates_this_call)
         if (crossed or self.control.should_validate) and self.validation_data_loader is not None:
             self._check_loss_before_saving()
             validation_metrics = self._validate(epoch)
@@ -484,6 +496,8 @@ class GradientDescentTrainer(Trainer):
         if self.validation_data_loader is not None:
             validation_metrics = self._validate(epoch)
             score = self._metric_tracker.combined_score(validation_metrics)
+        # The end-of-epoch validation answers a request made on the epoch's last call.
+        self.control.should_validate = False
         is_best = validation_metrics is None or self._metric_tracker.is_best_so_far()
         if is_best and validation_metrics is not None:
             self._best_epoch = epoch
@@ -491,7 +505,7 @@ class GradientDescentTrainer(Trainer):
 
         metrics: Dict[str, Any] = {
             "epoch": epoch,
-            "training_duration": str(datetime.timedelta(seconds=time.monotonic() - self._training_start)),
+            "training_duration": str(datetime.timedelta(seconds=self._training_seconds())),
             "epoch_duration": str(datetime.timedelta(seconds=time.monotonic() - epoch_start)),
         }
         metrics.update({f"training_{key}": value for key, value in training_metrics.items()})
@@ -533,6 +547,10 @@ class GradientDescentTrainer(Trainer):
         if self._interrupts is not None and self._interrupts.interrupted:
             self._stop_for_signal(self._interrupts.signal_name or "a signal")
         return metrics
+
+    def _training_seconds(self) -> float:
+        """Seconds spent training this run, earlier processes of a resumed run included."""
+        return self._training_seconds_before + time.monotonic() - self._training_start
 
     def _best_metrics(self) -> Dict[str, Any]:
         best: Dict[str, Any] = {}
@@ -672,6 +690,7 @@ class GradientDescentTrainer(Trainer):
             "host_calls": self.host_calls,
             "optimizer_updates": self.optimizer_updates,
             "samples_seen": self.samples_seen,
+            "training_seconds": self._training_seconds(),
             "best_epoch": self._best_epoch,
             "running_loss": None if self._running_loss is None else self._running_loss.detach().cpu().clone(),
             "running_calls": self._running_calls,
@@ -755,6 +774,7 @@ class GradientDescentTrainer(Trainer):
         self.host_calls = state["host_calls"]
         self.optimizer_updates = state["optimizer_updates"]
         self.samples_seen = state["samples_seen"]
+        self._training_seconds_before = float(state.get("training_seconds", 0.0))
         self._best_epoch = state["best_epoch"]
         self._running_loss = state["running_loss"]
         if self._running_loss is not None:
