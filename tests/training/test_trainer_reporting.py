@@ -125,14 +125,14 @@ def test_training_metrics_that_need_output_mode_all_are_explained_once(tmp_path,
     trainer = build(tmp_path, {"num_epochs": 2, "enable_default_callbacks": True})
     with caplog.at_level(logging.INFO):
         trainer.train()
-    notes = [r.getMessage() for r in caplog.records if "show N/A" in r.getMessage()]
+    notes = [r.getMessage() for r in caplog.records if "shown as N/A" in r.getMessage()]
     assert len(notes) == 1
     assert '"all"' in notes[0] and "mae" in notes[0] and "N/A" in notes[0]
     caplog.clear()
     with caplog.at_level(logging.INFO):
         build(tmp_path / "all", {"num_epochs": 1, "enable_default_callbacks": True,
                                  "executor": {"type": "native", "output_mode": "all"}}).train()
-    assert not [r for r in caplog.records if "show N/A" in r.getMessage()]
+    assert not [r for r in caplog.records if "shown as N/A" in r.getMessage()]
 
 
 def test_log_interval_counts_optimizer_updates_like_validation_interval(tmp_path):
@@ -145,3 +145,19 @@ def test_log_interval_counts_optimizer_updates_like_validation_interval(tmp_path
     trainer.train()
     assert [event[1] for event in recorder.events if event[0] == "log"] == [4, 8, 12, 16]
     assert [event[2] for event in recorder.events if event[0] == "evaluate"] == [4, 8, 12, 16]
+
+
+def test_file_friendly_progress_writes_whole_lines_and_each_final_bar_once(tmp_path, capsys, monkeypatch):
+    from ipuflow.training.callbacks.progress import FILE_FRIENDLY_ENVIRONMENT_VARIABLE
+
+    monkeypatch.setenv(FILE_FRIENDLY_ENVIRONMENT_VARIABLE, "1")  # what --file-friendly-logging sets
+    build(tmp_path, {"num_epochs": 2, "callbacks": ["progress"]}, train=16, validation=8).train()
+    written = capsys.readouterr().err
+    assert "\r" not in written
+    lines = written.splitlines()
+    assert all(line.strip() for line in lines), "no blank lines"
+    for epoch in range(2):
+        for part, total in (("training", 4), ("validation", 2)):
+            finals = [line for line in lines if line.startswith(f"epoch {epoch} {part}: 100%|") and f"{total}/{total}" in line]
+            assert len(finals) == 1, (epoch, part, lines)
+    assert "loss:" in [line for line in lines if line.startswith("epoch 1 validation: 100%")][0]

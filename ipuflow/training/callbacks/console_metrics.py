@@ -66,7 +66,7 @@ class ConsoleMetricsCallback(TrainerCallback):
                 self._explained_missing = True
                 output_mode = trainer.executor.options.plan.output_mode
                 logger.info(
-                    "Training %s show N/A: the model's metrics are computed on training batches only with "
+                    "Training %s shown as N/A: the model's metrics are computed on training batches only with "
                     'trainer.executor.output_mode: "all" (here it is "%s", so each host call returns the '
                     "outputs of only some micro-batches). The training loss is always reported.",
                     ", ".join(missing), output_mode,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, TextIO
 
 from tqdm import tqdm
 
@@ -28,6 +28,26 @@ def format_postfix(metrics: Mapping[str, float]) -> str:
 
 FILE_FRIENDLY_ENVIRONMENT_VARIABLE = "IPUFLOW_FILE_FRIENDLY_LOGGING"
 """Set to 1 (as `ipuflow train --file-friendly-logging` does) to force the file-friendly bar."""
+
+
+class LineWriter:
+    """A stream for tqdm that turns each redraw into a line of its own: tqdm redraws in place with
+    carriage returns, which a log file or a redirected stream would keep, joined on one line."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        """Write `text` without carriage returns or trailing padding, ending it with a newline;
+        blank writes (the cursor moves of a terminal) are dropped."""
+        line = text.replace("\r", "").rstrip()
+        if line:
+            self._stream.write(line + "\n")
+        return len(text)
+
+    def flush(self) -> None:
+        """Flush the underlying stream."""
+        self._stream.flush()
 
 
 @TrainerCallback.register("progress")
@@ -64,7 +84,7 @@ class ProgressCallback(TrainerCallback):
             total=total,
             initial=initial,
             desc=description,
-            file=sys.stderr,
+            file=LineWriter(sys.stderr) if friendly else sys.stderr,
             ascii=friendly,
             dynamic_ncols=not friendly,
             mininterval=self._file_friendly_interval if friendly else 0.1,
@@ -107,7 +127,8 @@ class ProgressCallback(TrainerCallback):
         self, trainer: "GradientDescentTrainer", metrics: Dict[str, float], epoch: int, step: int, **kwargs: Any
     ) -> None:
         if self._bar is not None and self._bar_key == (epoch, False):
-            self._bar.set_postfix_str(format_postfix(metrics), refresh=True)
+            # Closing draws the bar once more; a refresh here would print the final bar twice.
+            self._bar.set_postfix_str(format_postfix(metrics), refresh=False)
         self._close()
 
     def on_epoch(
