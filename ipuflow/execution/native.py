@@ -45,22 +45,26 @@ def resolve_device(device: str) -> torch.device:
 
 
 def hyperparameter_names(optimizer: torch.optim.Optimizer) -> FrozenSet[str]:
-    """The param-group keys that are hyperparameters: ``lr`` and the arguments of the optimizer's
-    constructor (what a user or a scheduler sets). Other group values (a schedule-free optimizer's
-    ``k``, D-Adaptation's ``d``) are running values the optimizer maintains itself."""
+    """The param-group keys that are hyperparameters: ``lr`` and the constructor arguments of the
+    optimizer's classes (what a user or a scheduler sets). Other group values (a schedule-free
+    optimizer's ``k``, D-Adaptation's ``d``) are running values the optimizer maintains itself."""
     names = {"lr"}
     for cls in type(optimizer).__mro__:
         if cls is torch.optim.Optimizer or not issubclass(cls, torch.optim.Optimizer):
             break
         init = cls.__dict__.get("__init__")
-        if init is None:
-            continue
-        parameters = inspect.signature(init).parameters.values()
-        names.update(p.name for p in parameters if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD))
-        if not any(p.kind is p.VAR_KEYWORD for p in parameters):
-            break  # a constructor without **kwargs names every argument it takes
+        if init is not None:
+            parameters = inspect.signature(init).parameters.values()
+            names.update(p.name for p in parameters if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD))
     names.difference_update(("self", "params"))
     return frozenset(names)
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    """Whether two param-group values are equal (tensors by value)."""
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and torch.equal(a, b)
+    return a is b or a == b
 
 
 def snapshot_hyperparameters(optimizer: torch.optim.Optimizer, names: Optional[FrozenSet[str]] = None) -> List[Dict[str, Any]]:
@@ -275,10 +279,7 @@ class NativeExecutor(StepExecutor):
         for group, snapshot, before in zip(optimizer.param_groups, self._hyperparameters, host_values):
             for key, value in before.items():
                 current = group[key]
-                unchanged = current is value or (
-                    torch.equal(current, snapshot[key]) if isinstance(current, torch.Tensor) else current == snapshot[key]
-                )
-                if unchanged:
+                if current is value or _same_value(current, snapshot[key]):
                     group[key] = value
 
     # -- poptorch's PoplarExecutor surface -------------------------------------------------------

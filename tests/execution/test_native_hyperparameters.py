@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any, List
 
+import pytest
 import torch
 
 from ipuflow.execution import NativeExecutor
@@ -14,7 +15,7 @@ from tests.execution.executor_test_models import Regression, regression_batch
 def _recording_lr(optimizer: torch.optim.Optimizer) -> List[float]:
     """The lr of group 0 as each optimizer step starts (a step pre-hook, so it is the lr used)."""
     used: List[float] = []
-    optimizer.register_step_pre_hook(lambda opt, args, kwargs: used.append(opt.param_groups[0]["lr"]))
+    optimizer.register_step_pre_hook(lambda opt, args, kwargs: used.append(float(opt.param_groups[0]["lr"])))
     return used
 
 
@@ -88,3 +89,15 @@ def test_host_changes_wait_for_set_optimizer_and_are_not_lost():
     executor.set_optimizer(optimizer)
     executor(regression_batch(4, seed=2))
     assert used[2:] == [0.3, 0.3]
+
+
+def test_a_tensor_lr_changed_in_place_during_a_call_leaves_the_snapshot_intact():
+    model = Regression()
+    optimizer = torch.optim.Adam(model.parameters(), lr=torch.tensor(0.01), foreach=False)
+    used = _recording_lr(optimizer)
+    optimizer.register_step_post_hook(lambda opt, args, kwargs: opt.param_groups[0]["lr"].mul_(0.5))
+    executor = NativeExecutor(model, optimizer, device="cpu", device_iterations=3)
+    executor(regression_batch(6))
+    executor(regression_batch(6, seed=2))
+    assert [float(lr) for lr in used] == pytest.approx([0.01] * 6)
+    assert float(executor.state_dict()["hyperparameters"][0]["lr"]) == pytest.approx(0.01)
