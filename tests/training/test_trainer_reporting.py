@@ -151,7 +151,9 @@ def test_file_friendly_progress_writes_whole_lines_and_each_final_bar_once(tmp_p
     from ipuflow.training.callbacks.progress import FILE_FRIENDLY_ENVIRONMENT_VARIABLE
 
     monkeypatch.setenv(FILE_FRIENDLY_ENVIRONMENT_VARIABLE, "1")  # what --file-friendly-logging sets
-    build(tmp_path, {"num_epochs": 2, "callbacks": ["progress"]}, train=16, validation=8).train()
+    # A redraw on every call (interval 0) makes the last update draw the final bar too.
+    build(tmp_path, {"num_epochs": 2, "callbacks": [{"type": "progress", "file_friendly_interval": 0}]},
+          train=16, validation=8).train()
     written = capsys.readouterr().err
     assert "\r" not in written
     lines = written.splitlines()

@@ -70,6 +70,7 @@ class ProgressCallback(TrainerCallback):
         self._file_friendly_interval = file_friendly_interval
         self._bar: Optional[tqdm] = None
         self._bar_key: Optional[tuple] = None
+        self._bar_writes_lines = False
 
     def _is_file_friendly(self) -> bool:
         if self._file_friendly is not None:
@@ -118,10 +119,16 @@ class ProgressCallback(TrainerCallback):
             label = f"epoch {epoch} " + ("training" if is_training else "validation")
             self._bar = self._open(total, batch_number - 1, label)
             self._bar_key = key
-        assert self._bar is not None
+            self._bar_writes_lines = self._is_file_friendly()
+        bar = self._bar
+        assert bar is not None
         if batch_metrics is not None:
-            self._bar.set_postfix_str(format_postfix(batch_metrics), refresh=False)
-        self._bar.update(1)
+            bar.set_postfix_str(format_postfix(batch_metrics), refresh=False)
+        if bar.total is not None and bar.n + 1 >= bar.total and self._bar_writes_lines:
+            # In a file every draw is a line of its own: the final one is drawn once, by close().
+            bar.n += 1
+        else:
+            bar.update(1)
 
     def on_evaluate(
         self, trainer: "GradientDescentTrainer", metrics: Dict[str, float], epoch: int, step: int, **kwargs: Any
