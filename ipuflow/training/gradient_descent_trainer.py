@@ -210,9 +210,13 @@ class GradientDescentTrainer(Trainer):
         """Build every part in dependency order (see docs/training.md).
 
         `model`, `serialization_dir`, `data_loader` and `validation_data_loader` are injected.
-        `grad_norm` (a float) and `num_gradient_accumulation_steps` are the executor's
-        `max_grad_norm` and `gradient_accumulation`; giving both spellings with different values
-        is an error.
+        `grad_norm` (a float), `grad_clipping` and `num_gradient_accumulation_steps` are the
+        executor's `max_grad_norm`, `max_grad_value` and `gradient_accumulation`; giving both
+        spellings with different values is an error.
+
+        grad_clipping: clamps each element of the reduced, unscaled gradient to ±v (the executor's max_grad_value).
+        validation_interval: also validate every N optimizer updates.
+        log_interval: optimizer updates between reads of the running loss and logged metrics.
         """
         if no_grad:
             patterns = [re.compile(pattern) for pattern in no_grad]
@@ -383,8 +387,10 @@ class GradientDescentTrainer(Trainer):
                 self._interrupts = None
                 for callback in self._callbacks:
                     callback.on_end(self, metrics=metrics, epoch=epoch, is_primary=True)
-                for one_method_callback in [*self._batch_callbacks, *self._epoch_callbacks]:
-                    one_method_callback.close()
+                for batch_callback in self._batch_callbacks:
+                    batch_callback.close()
+                for epoch_callback in self._epoch_callbacks:
+                    epoch_callback.close()
 
     def _try_train(self) -> Tuple[Dict[str, Any], Optional[int]]:
         metrics: Dict[str, Any] = self._best_metrics()
@@ -438,8 +444,7 @@ class GradientDescentTrainer(Trainer):
             if self._outputs_cover_batch:
                 self.model.update_metrics(result.outputs, batch)
             batch_metrics = None
-            logging_point = self._crossed(self._log_interval, result.optimizer_updates)
-            if logging_point:
+            if self._crossed(self._log_interval, result.optimizer_updates):
                 # Read before the schedules move on, so that `lr` is the one this call used.
                 batch_metrics = self._read_training_metrics(result.loss)
             self._apply_step_schedules()
@@ -477,7 +482,8 @@ class GradientDescentTrainer(Trainer):
 
     def _crossed(self, interval: Optional[int], updates_this_call: int) -> bool:
         """Whether the last call's updates reached a multiple of `interval` optimizer updates."""
-        return interval is not None and self.optimizer_updates // interval > (self.optimizer_updates - updates_this_call) // interval
+        updates = self.optimizer_updates
+        return interval is not None and updates // interval > (updates - updates_this_call) // interval
 
     def _maybe_validate_within_epoch(self, epoch: int, updates_this_call: int) -> None:
         crossed = self._crossed(self._validation_interval, updates_this_call)

@@ -1,4 +1,5 @@
-"""Every file `ipuflow train` and `evaluate` write gets the permissions the umask gives."""
+"""Every file `ipuflow train` and `evaluate` write gets the permissions the umask gives (and a
+redirected `--file-friendly-logging` log has whole lines)."""
 
 from __future__ import annotations
 
@@ -24,11 +25,14 @@ def test_train_and_evaluate_outputs_are_readable_by_the_group_under_umask_022(ti
     config.write_text(json.dumps(tiny_config(tiny_data, num_epochs=2)))
     run_dir, output = tmp_path / "run", tmp_path / "evaluation.json"
     python = f"{sys.executable} -m ipuflow"
-    script = (f"umask 022 && {python} train {config} -s {run_dir} && "
+    log = tmp_path / "train.log"
+    script = (f"umask 022 && {python} train {config} -s {run_dir} --file-friendly-logging 2> {log} && "
               f"{python} evaluate {run_dir / 'model.tar.gz'} {tiny_data / 'test.jsonl'} --output-file {output}")
     environment = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     completed = subprocess.run(["sh", "-c", script], env=environment, capture_output=True, text=True, timeout=600)
-    assert completed.returncode == 0, completed.stderr[-2000:]
+    assert completed.returncode == 0, completed.stderr[-2000:] + log.read_text()[-2000:]
+    # A redirected, file-friendly log has whole lines: no carriage-return-joined progress.
+    assert b"\r" not in log.read_bytes() and "epoch 1 validation: 100%" in log.read_text()
     written = [path for path in run_dir.iterdir() if path.is_file()] + [output]
     names = {path.name for path in written}
     assert {"config.json", "metrics.json", "metrics_epoch_0.json", "best.safetensors", "model.tar.gz"} <= names
