@@ -85,6 +85,7 @@ class StepExecutor(Registrable):
         loss_scaling: Optional[float] = None,
         auto_loss_scaling: bool = False,
         max_grad_norm: Optional[float] = None,
+        max_grad_value: Optional[float] = None,
         seed: Optional[int] = None,
         inference_device_iterations: Optional[int] = None,
         inference_replication_factor: Optional[int] = None,
@@ -101,6 +102,7 @@ class StepExecutor(Registrable):
         loss_scaling: a static loss scale (the initial one with auto_loss_scaling).
         auto_loss_scaling: dynamic loss scaling: a non-finite gradient skips the update and lowers the scale.
         max_grad_norm: global-norm clipping of the reduced gradient.
+        max_grad_value: clamps each entry of the reduced, unscaled gradient to [-v, v] (before max_grad_norm).
         seed: seeds the device's random numbers (and torch's, as poptorch's randomSeed does).
         inference_device_iterations: device_iterations of the inference executor (default: device_iterations).
         inference_replication_factor: replication_factor of the inference executor.
@@ -119,6 +121,7 @@ class StepExecutor(Registrable):
             loss_scaling=loss_scaling,
             auto_loss_scaling=auto_loss_scaling,
             max_grad_norm=max_grad_norm,
+            max_grad_value=max_grad_value,
             seed=seed,
             inference_device_iterations=inference_device_iterations,
             inference_replication_factor=inference_replication_factor,

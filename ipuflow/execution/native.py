@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import inspect
 import warnings
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, FrozenSet, Iterator, List, Mapping, Optional, Tuple, Union
 
 import torch
 
@@ -43,10 +44,35 @@ def resolve_device(device: str) -> torch.device:
     raise ConfigurationError(f"executor.device: expected 'auto', 'cpu', 'cuda' or 'cuda:N', found {device!r}.")
 
 
-def snapshot_hyperparameters(optimizer: torch.optim.Optimizer) -> List[Dict[str, Any]]:
-    """A copy of every param group's hyperparameters (everything but ``params``)."""
+def hyperparameter_names(optimizer: torch.optim.Optimizer) -> FrozenSet[str]:
+    """The param-group keys that are hyperparameters: ``lr`` and the constructor arguments of the
+    optimizer's classes (what a user or a scheduler sets). Other group values (a schedule-free
+    optimizer's ``k``, D-Adaptation's ``d``) are running values the optimizer maintains itself."""
+    names = {"lr"}
+    for cls in type(optimizer).__mro__:
+        if cls is torch.optim.Optimizer or not issubclass(cls, torch.optim.Optimizer):
+            break
+        init = cls.__dict__.get("__init__")
+        if init is not None:
+            parameters = inspect.signature(init).parameters.values()
+            names.update(p.name for p in parameters if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD))
+    names.difference_update(("self", "params"))
+    return frozenset(names)
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    """Whether two param-group values are equal (tensors by value)."""
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and torch.equal(a, b)
+    return a is b or a == b
+
+
+def snapshot_hyperparameters(optimizer: torch.optim.Optimizer, names: Optional[FrozenSet[str]] = None) -> List[Dict[str, Any]]:
+    """A copy of every param group's hyperparameters (`hyperparameter_names` unless `names` is given)."""
+    if names is None:
+        names = hyperparameter_names(optimizer)
     return [
-        {key: value.clone() if isinstance(value, torch.Tensor) else copy.copy(value) for key, value in group.items() if key != "params"}
+        {key: value.clone() if isinstance(value, torch.Tensor) else copy.copy(value) for key, value in group.items() if key in names}
         for group in optimizer.param_groups
     ]
 
@@ -86,7 +112,10 @@ class NativeExecutor(StepExecutor):
         self._autocast = autocast_factory(shared.precision, self._device.type)
         self._scaler = LossScaler(self._device.type, shared.loss_scaling, shared.auto_loss_scaling,
                                   self._plan.micro_batches_per_update)
-        self._hyperparameters: List[Dict[str, Any]] = snapshot_hyperparameters(optimizer) if optimizer is not None else []
+        self._hyperparameter_names: FrozenSet[str] = hyperparameter_names(optimizer) if optimizer is not None else frozenset()
+        self._hyperparameters: List[Dict[str, Any]] = (
+            snapshot_hyperparameters(optimizer, self._hyperparameter_names) if optimizer is not None else []
+        )
         self._parameters: List[torch.nn.Parameter] = (
             [parameter for group in optimizer.param_groups for parameter in group["params"]] if optimizer is not None else []
         )
@@ -228,13 +257,17 @@ class NativeExecutor(StepExecutor):
         optimizer = self._optimizer
         assert optimizer is not None
         forward, autocast, scaler = self._forward, self._autocast, self._scaler
-        max_grad_norm = self._options.max_grad_norm
+        max_grad_norm, max_grad_value = self._options.max_grad_norm, self._options.max_grad_value
         collector = OutputCollector(plan)
         micro_batches = self._micro_batches(batch)
         per_update = plan.micro_batches_per_update
-        live = self._apply_hyperparameters(optimizer)
+        host_values = [{key: group[key] for key in snapshot if key in group}
+                       for group, snapshot in zip(optimizer.param_groups, self._hyperparameters)]
         try:
             for _ in range(plan.device_iterations):
+                # Every update of the call runs with the values sent by set_optimizer, whatever a
+                # step hook or the optimizer itself wrote into the groups during the last one.
+                self._apply_hyperparameters(optimizer)
                 optimizer.zero_grad(set_to_none=True)
                 for _ in range(per_update):
                     step, replica, micro_batch = next(micro_batches)
@@ -244,11 +277,15 @@ class NativeExecutor(StepExecutor):
                     scaler.backward(loss)
                     collector.add(step, replica, outputs, loss)
                 scaler.unscale_(optimizer, self._gradients)
+                # Clipping sees the reduced gradient with the loss scale divided out (a dynamic
+                # scaler has already noted any overflow, which clamping must not hide).
+                if max_grad_value is not None:
+                    torch.nn.utils.clip_grad_value_(self._parameters, max_grad_value)
                 if max_grad_norm is not None:
                     torch.nn.utils.clip_grad_norm_(self._parameters, max_grad_norm)
                 scaler.step(optimizer)
         finally:
-            self._restore_hyperparameters(optimizer, live)
+            self._restore_host_values(optimizer, host_values)
         return StepResult(collector.outputs(), collector.mean_loss(), plan.device_iterations, samples)
 
     def _infer(self, batch: Mapping[str, torch.Tensor], samples: int) -> StepResult:
@@ -263,22 +300,26 @@ class NativeExecutor(StepExecutor):
     def _gradients(self) -> List[torch.Tensor]:
         return [parameter.grad for parameter in self._parameters if parameter.grad is not None]
 
-    def _apply_hyperparameters(self, optimizer: torch.optim.Optimizer) -> List[Dict[str, Any]]:
-        """Put the snapshot taken at `set_optimizer` into the param groups; return what was there.
+    def _apply_hyperparameters(self, optimizer: torch.optim.Optimizer) -> None:
+        """Put the snapshot taken at `set_optimizer` into the param groups.
 
         The user's optimizer object may have been changed by a scheduler since; the device (here:
-        this call) sees new values only after `set_optimizer`, as on poptorch.
+        this call) sees new values only after `set_optimizer`, as on poptorch. Tensor values are
+        copied, so that an in-place change during the update leaves the snapshot intact.
         """
-        live = []
         for group, snapshot in zip(optimizer.param_groups, self._hyperparameters):
-            live.append({key: group[key] for key in snapshot if key in group})
-            group.update(snapshot)
-        return live
+            for key, value in snapshot.items():
+                group[key] = value.clone() if isinstance(value, torch.Tensor) else value
 
-    @staticmethod
-    def _restore_hyperparameters(optimizer: torch.optim.Optimizer, live: List[Dict[str, Any]]) -> None:
-        for group, values in zip(optimizer.param_groups, live):
-            group.update(values)
+    def _restore_host_values(self, optimizer: torch.optim.Optimizer, host_values: List[Dict[str, Any]]) -> None:
+        """After a call, give the host object back the values it held before the call, except
+        where the call itself (a step hook, the optimizer's own step) wrote a new value: that one
+        stays on the host, to reach the device with the next `set_optimizer`."""
+        for group, snapshot, before in zip(optimizer.param_groups, self._hyperparameters, host_values):
+            for key, value in before.items():
+                current = group[key]
+                if current is value or _same_value(current, snapshot[key]):
+                    group[key] = value
 
     # -- poptorch's PoplarExecutor surface -------------------------------------------------------
 
@@ -290,7 +331,8 @@ class NativeExecutor(StepExecutor):
             require_optimizer_for(self._model, optimizer, True)
             self._optimizer = optimizer
             self._parameters = [parameter for group in optimizer.param_groups for parameter in group["params"]]
-        self._hyperparameters = snapshot_hyperparameters(optimizer)
+            self._hyperparameter_names = hyperparameter_names(optimizer)
+        self._hyperparameters = snapshot_hyperparameters(optimizer, self._hyperparameter_names)
 
     def copy_weights_to_host(self) -> None:
         """Nothing to do: the model's parameters are the weights the native executor updates."""
@@ -353,6 +395,8 @@ class NativeExecutor(StepExecutor):
                 raise ValueError("load_state_dict: the state holds optimizer state, but this executor has no optimizer.")
             self._optimizer.load_state_dict(state["optimizer"])
         if state.get("hyperparameters"):
-            self._hyperparameters = copy.deepcopy(state["hyperparameters"])
+            names = self._hyperparameter_names
+            self._hyperparameters = [{key: value for key, value in group.items() if key in names}
+                                     for group in copy.deepcopy(state["hyperparameters"])]
         self._scaler.load_state_dict(state.get("loss_scaler") or {})
         set_rng_states(state.get("rng") or {})

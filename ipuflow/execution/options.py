@@ -122,6 +122,7 @@ class ExecutionOptions:
     loss_scaling: Optional[float] = None
     auto_loss_scaling: bool = False
     max_grad_norm: Optional[float] = None
+    max_grad_value: Optional[float] = None
     seed: Optional[int] = None
     inference_device_iterations: Optional[int] = None
     inference_replication_factor: Optional[int] = None
@@ -143,8 +144,9 @@ class ExecutionOptions:
             require_positive_number("loss_scaling", self.loss_scaling)
         if not isinstance(self.auto_loss_scaling, bool):
             raise ConfigurationError(f"executor.auto_loss_scaling: expected true or false, found {self.auto_loss_scaling!r}.")
-        if self.max_grad_norm is not None:
-            require_positive_number("max_grad_norm", self.max_grad_norm)
+        for key in ("max_grad_norm", "max_grad_value"):
+            if getattr(self, key) is not None:
+                require_positive_number(key, getattr(self, key))
         if self.seed is not None and not _is_int(self.seed):
             raise ConfigurationError(f"executor.seed: expected an int or null, found {self.seed!r}.")
         plan = self.plan

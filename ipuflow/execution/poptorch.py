@@ -124,6 +124,13 @@ class PoptorchExecutor(StepExecutor):
         precision, training = self._options.precision, self._options.training
         if precision == "bf16":
             raise ConfigurationError("executor.precision: IPUs have no bf16; use 'fp16' or 'fp32' with the poptorch executor.")
+        if self._options.max_grad_value is not None:
+            # poptorch.optim clips only by global norm (max_grad_norm); it has no value clipping.
+            raise ConfigurationError(
+                f"executor.max_grad_value (also set by trainer.grad_clipping): poptorch's optimizers have no gradient "
+                f"value clipping, found {self._options.max_grad_value}; clip the global norm with "
+                "executor.max_grad_norm (trainer.grad_norm) instead, or use the 'native' executor."
+            )
         training_placement, inference_placement = resolve_placements(
             layers_per_ipu, inference_layers_per_ipu, ipus_per_replica, inference_ipus_per_replica,
             matmul_proportion, inference_matmul_proportion, embedding_serialization_factor,

@@ -33,9 +33,52 @@ class Metric(Registrable):
 
     def state_dict(self) -> Dict[str, Any]:
         """What has been accumulated, as plain containers and CPU tensors (checkpointed by the
-        trainer, so a run resumed mid-epoch reports the same metrics as one that was not stopped)."""
-        raise NotImplementedError
+        trainer, so a run resumed mid-epoch reports the same metrics as one that was not stopped).
+
+        The default saves every instance attribute whose value is a number, string, bool, None, a
+        tensor, or a list/tuple/dict of those; a metric holding anything else must override this
+        and `load_state_dict`."""
+        state: Dict[str, Any] = {}
+        for name, value in vars(self).items():
+            if not _is_checkpointable(value):
+                raise NotImplementedError(
+                    f"{type(self).__name__}.state_dict: the default Metric.state_dict saves attributes that are "
+                    f"numbers, strings, tensors or lists/dicts of them, but self.{name} is a {type(value).__name__}. "
+                    f"Override state_dict and load_state_dict in {type(self).__name__} to checkpoint its state."
+                )
+            state[name] = _to_cpu(value)
+        return state
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
-        """Continue from what `state_dict` returned."""
-        raise NotImplementedError
+        """Continue from what `state_dict` returned (the default sets the saved attributes back;
+        tensors return to the device of the attribute they replace)."""
+        for name, value in state.items():
+            current = getattr(self, name, None)
+            if isinstance(value, torch.Tensor) and isinstance(current, torch.Tensor):
+                value = value.to(current.device)
+            setattr(self, name, value)
+
+
+_PLAIN = (int, float, bool, str, type(None), torch.Tensor)
+
+
+def _is_checkpointable(value: Any) -> bool:
+    if isinstance(value, _PLAIN):
+        return True
+    if isinstance(value, (list, tuple)):
+        return all(_is_checkpointable(item) for item in value)
+    if isinstance(value, dict):
+        return all(isinstance(key, (str, int)) and _is_checkpointable(item) for key, item in value.items())
+    return False
+
+
+def _to_cpu(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu().clone()
+    if isinstance(value, list):
+        return [_to_cpu(item) for item in value]
+    if isinstance(value, tuple):
+        return tuple(_to_cpu(item) for item in value)
+    if isinstance(value, dict):
+        return {key: _to_cpu(item) for key, item in value.items()}
+    return value

@@ -5,19 +5,37 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import shutil
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any, Callable, List, Union
 
 
+def _create_temporary(path: Path) -> str:
+    """Create an empty, uniquely named file beside `path`, with the mode a plain ``open`` would
+    give it (0666 less the umask; ``tempfile.mkstemp`` would make it 0600)."""
+    while True:
+        temp_name = str(path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp")
+        try:
+            os.close(os.open(temp_name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+            return temp_name
+        except FileExistsError:
+            continue
+
+
 def write_atomically(path: Union[str, Path], write: Callable[[str], Any]) -> None:
-    """Call ``write(temp_path)`` for a temporary file beside `path`, fsync it, and rename it over `path`."""
+    """Call ``write(temp_path)`` for a temporary file beside `path`, fsync it, and rename it over
+    `path`. The file gets the permissions the umask gives, as with ``open``."""
     path = Path(path)
-    handle, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(handle)
+    temp_name = _create_temporary(path)
     try:
+        mode = os.stat(temp_name).st_mode
         write(temp_name)
+        if os.stat(temp_name).st_mode != mode:
+            # Some writers (safetensors) replace the file with a private one; give the mode back.
+            os.chmod(temp_name, stat.S_IMODE(mode))
         with open(temp_name, "rb+") as written:
             os.fsync(written.fileno())
         os.replace(temp_name, path)

@@ -84,11 +84,12 @@ class GradientDescentTrainer(Trainer):
 
     Counters: `epochs_completed`, `batches_in_epoch_completed` (host calls in the current epoch),
     `host_calls`, `optimizer_updates`, `samples_seen`. The running training loss is summed on the
-    device and read only every `log_interval` host calls, before checkpoints and at epoch ends; a
-    NaN/inf loss read there stops training with `NonFiniteLossError`. `validation_interval` also
-    validates every N optimizer updates; `max_steps` ends training after N optimizer updates (with a
-    validation, metrics and best weights as at an epoch end, and a checkpoint, so a later run with a
-    larger limit continues).
+    device and read only every `log_interval` optimizer updates (at the host call that reaches a
+    multiple), before checkpoints and at epoch ends; a NaN/inf loss read there stops training with
+    `NonFiniteLossError`. `validation_interval` also validates every N optimizer updates; `max_steps`
+    ends training after N optimizer updates (with a validation, metrics and best weights as at an
+    epoch end, and a checkpoint, so a later run with a larger limit continues).
+
 
     The run's status (`RunStatus`: training, or stopped and why) is saved with every checkpoint, and
     the moment training stops is always checkpointed, so a resumed run that had stopped stays
@@ -163,15 +164,12 @@ class GradientDescentTrainer(Trainer):
         self._batch_callbacks: List[BatchCallback] = list(batch_callbacks or [])
         self._epoch_callbacks: List[EpochCallback] = list(epoch_callbacks or [])
 
-        self._grad_clipping_handles = []
-        if grad_clipping is not None:
-            # The executor owns backward, so value clipping hooks into the gradients as they are
-            # computed (AllenNLP 1.x semantics: each micro-batch's contribution is clamped).
-            for parameter in model.parameters():
-                if parameter.requires_grad:
-                    self._grad_clipping_handles.append(
-                        parameter.register_hook(lambda grad, v=grad_clipping: grad.clamp(-v, v))
-                    )
+        if grad_clipping is not None and getattr(executor.options, "max_grad_value", None) != grad_clipping:
+            # Value clipping happens in the executor, on the reduced and unscaled gradient.
+            raise ConfigurationError(
+                f"trainer.grad_clipping ({grad_clipping}) is the executor's max_grad_value, and the executor given "
+                f"has max_grad_value {executor.options.max_grad_value}; build the executor with max_grad_value={grad_clipping}"
+            )
 
         plan = getattr(getattr(executor, "options", None), "plan", None)
         self._outputs_cover_batch = getattr(plan, "output_mode", None) == "all"
@@ -193,6 +191,7 @@ class GradientDescentTrainer(Trainer):
         self._last_checkpoint: Optional[Path] = None
         self._interrupts: Optional[InterruptListener] = None
         self._training_start = time.monotonic()
+        self._training_seconds_before = 0.0  # spent by earlier processes of a resumed run
 
     # -- construction from config ----------------------------------------------------------
 
@@ -228,9 +227,13 @@ class GradientDescentTrainer(Trainer):
         """Build every part in dependency order (see docs/training.md).
 
         `model`, `serialization_dir`, `data_loader` and `validation_data_loader` are injected.
-        `grad_norm` (a float) and `num_gradient_accumulation_steps` are the executor's
-        `max_grad_norm` and `gradient_accumulation`; giving both spellings with different values
-        is an error.
+        `grad_norm` (a float), `grad_clipping` and `num_gradient_accumulation_steps` are the
+        executor's `max_grad_norm`, `max_grad_value` and `gradient_accumulation`; giving both
+        spellings with different values is an error.
+
+        grad_clipping: clamps each element of the reduced, unscaled gradient to ±v (the executor's max_grad_value).
+        validation_interval: also validate every N optimizer updates.
+        log_interval: optimizer updates between reads of the running loss and logged metrics.
         """
         if no_grad:
             patterns = [re.compile(pattern) for pattern in no_grad]
@@ -249,28 +252,27 @@ class GradientDescentTrainer(Trainer):
 
         executor_options: Dict[str, Any] = {}
         executor_config = executor.params.as_dict()
-        if num_gradient_accumulation_steps is not None:
-            configured = executor_config.get("gradient_accumulation")
-            if configured is not None and configured != num_gradient_accumulation_steps:
+
+        def alias(trainer_key: str, value: Any, executor_key: str) -> None:
+            configured = executor_config.get(executor_key)
+            if configured is not None and configured != value:
                 raise ConfigurationError(
-                    f"trainer.num_gradient_accumulation_steps ({num_gradient_accumulation_steps}) and "
-                    f"trainer.executor.gradient_accumulation ({configured}) are the same setting with different "
-                    "values; give one of them"
+                    f"trainer.{trainer_key} ({value}) and trainer.executor.{executor_key} ({configured}) are the same "
+                    "setting with different values; give one of them"
                 )
-            executor_options["gradient_accumulation"] = num_gradient_accumulation_steps
+            executor_options[executor_key] = value
+
+        if num_gradient_accumulation_steps is not None:
+            alias("num_gradient_accumulation_steps", num_gradient_accumulation_steps, "gradient_accumulation")
         if grad_norm is True:
             raise ConfigurationError(
                 "trainer.grad_norm: true (report the norm without clipping) is not supported: the executor "
                 "computes the gradients on the device; give a float to clip the global norm to it"
             )
         if grad_norm is not False:
-            configured = executor_config.get("max_grad_norm")
-            if configured is not None and configured != grad_norm:
-                raise ConfigurationError(
-                    f"trainer.grad_norm ({grad_norm}) and trainer.executor.max_grad_norm ({configured}) are the same "
-                    "setting with different values; give one of them"
-                )
-            executor_options["max_grad_norm"] = float(grad_norm)
+            alias("grad_norm", float(grad_norm), "max_grad_norm")
+        if grad_clipping is not None:
+            alias("grad_clipping", float(grad_clipping), "max_grad_value")
         # The executor comes before the schedulers only because the number of optimizer updates
         # per epoch depends on its options (device iterations, replication, accumulation).
         built_executor = executor.construct(model=model, optimizer=built_optimizer, training=True, **executor_options)
@@ -366,6 +368,12 @@ class GradientDescentTrainer(Trainer):
         except TypeError:
             return None
 
+    @property
+    def computes_training_metrics(self) -> bool:
+        """Whether the model's metrics are updated on training batches: only when the executor
+        returns every micro-batch's outputs (``output_mode: "all"``)."""
+        return self._outputs_cover_batch
+
     def get_best_weights_path(self) -> Optional[str]:
         path = Path(self.serialization_dir) / BEST_WEIGHTS  # type: ignore[arg-type]
         return str(path) if path.exists() else None
@@ -421,6 +429,10 @@ class GradientDescentTrainer(Trainer):
                 if started:
                     for callback in self._callbacks:
                         callback.on_end(self, metrics=metrics, epoch=epoch, is_primary=True)
+                for batch_callback in self._batch_callbacks:
+                    batch_callback.close()
+                for epoch_callback in self._epoch_callbacks:
+                    epoch_callback.close()
 
     def _try_train(self) -> Tuple[Dict[str, Any], Optional[int]]:
         metrics: Dict[str, Any] = self._best_metrics()
@@ -491,11 +503,13 @@ class GradientDescentTrainer(Trainer):
                 self._moving_average.apply(self.optimizer_updates)
             if self._outputs_cover_batch:
                 self.model.update_metrics(result.outputs, batch)
+            batch_metrics = None
+            if self._crossed(self._log_interval, result.optimizer_updates):
+                # Read before the schedules move on, so that `lr` is the one this call used.
+                batch_metrics = self._read_training_metrics(result.loss)
             self._apply_step_schedules()
 
-            batch_metrics = None
-            if self.host_calls % self._log_interval == 0:
-                batch_metrics = self._read_training_metrics(result.loss)
+            if batch_metrics is not None:
                 for callback in self._callbacks:
                     callback.on_log(self, batch_metrics, self.optimizer_updates, is_training=True)
             for callback in self._callbacks:
@@ -524,12 +538,13 @@ class GradientDescentTrainer(Trainer):
             if index >= count:
                 yield batch
 
+    def _crossed(self, interval: Optional[int], updates_this_call: int) -> bool:
+        """Whether the last call's updates reached a multiple of `interval` optimizer updates."""
+        updates = self.optimizer_updates
+        return interval is not None and updates // interval > (updates - updates_this_call) // interval
+
     def _maybe_validate_within_epoch(self, epoch: int, updates_this_call: int) -> None:
-        interval = self._validation_interval
-        crossed = (
-            interval is not None
-            and self.optimizer_updates // interval > (self.optimizer_updates - updates_this_call) // interval
-        )
+        crossed = self._crossed(self._validation_interval, updates_this_call)
         if (crossed or self.control.should_validate) and self.validation_data_loader is not None:
             self._check_loss_before_saving()
             validation_metrics = self._validate(epoch)
@@ -544,6 +559,8 @@ class GradientDescentTrainer(Trainer):
         """Validation, the metrics file, epoch-based schedules, callbacks, checkpoint and best weights."""
         training_metrics = self._epoch_training_metrics()
         validation_metrics, is_best = self._validate_for_metrics(epoch)
+        # The end-of-epoch validation answers a request made on the epoch's last call.
+        self.control.should_validate = False
         metrics = self._write_epoch_metrics(epoch, epoch_start, training_metrics, validation_metrics)
 
         score = self._metric_tracker.combined_score(validation_metrics) if validation_metrics is not None else None
@@ -583,6 +600,16 @@ class GradientDescentTrainer(Trainer):
         validation_metrics = self._validate(epoch)
         is_best = self._metric_tracker.is_best_so_far()
         if is_best:
+
+        validation_metrics: Optional[Dict[str, float]] = None
+        score: Optional[float] = None
+        if self.validation_data_loader is not None:
+            validation_metrics = self._validate(epoch)
+            score = self._metric_tracker.combined_score(validation_metrics)
+        # The end-of-epoch validation answers a request made on the epoch's last call.
+        self.control.should_validate = False
+        is_best = validation_metrics is None or self._metric_tracker.is_best_so_far()
+        if is_best and validation_metrics is not None:
             self._best_epoch = epoch
             self._metric_tracker.best_epoch_metrics = dict(validation_metrics)
         return validation_metrics, is_best
@@ -591,7 +618,7 @@ class GradientDescentTrainer(Trainer):
                              validation_metrics: Optional[Dict[str, float]]) -> Dict[str, Any]:
         metrics: Dict[str, Any] = {
             "epoch": epoch,
-            "training_duration": str(datetime.timedelta(seconds=time.monotonic() - self._training_start)),
+            "training_duration": str(datetime.timedelta(seconds=self._training_seconds())),
             "epoch_duration": str(datetime.timedelta(seconds=time.monotonic() - epoch_start)),
         }
         metrics.update({f"training_{key}": value for key, value in training_metrics.items()})
@@ -624,6 +651,10 @@ class GradientDescentTrainer(Trainer):
         self.control.should_save = False
         if is_best:
             self._write_best_weights(just_checkpointed=True)
+
+    def _training_seconds(self) -> float:
+        """Seconds spent training this run, earlier processes of a resumed run included."""
+        return self._training_seconds_before + time.monotonic() - self._training_start
 
     def _best_metrics(self) -> Dict[str, Any]:
         best: Dict[str, Any] = {}
@@ -786,6 +817,7 @@ class GradientDescentTrainer(Trainer):
             "host_calls": self.host_calls,
             "optimizer_updates": self.optimizer_updates,
             "samples_seen": self.samples_seen,
+            "training_seconds": self._training_seconds(),
             "best_epoch": self._best_epoch,
             "best_position": list(self._best_position) if self._best_position is not None else None,
             "best_sha256": self._best_sha256,
@@ -872,6 +904,7 @@ class GradientDescentTrainer(Trainer):
         self.host_calls = state["host_calls"]
         self.optimizer_updates = state["optimizer_updates"]
         self.samples_seen = state["samples_seen"]
+        self._training_seconds_before = float(state.get("training_seconds", 0.0))
         self._best_epoch = state["best_epoch"]
         self._best_position = tuple(state["best_position"]) if state.get("best_position") is not None else None  # type: ignore[assignment]
         self._best_sha256 = state.get("best_sha256")

@@ -26,3 +26,6 @@ class BatchCallback(Registrable):
     ) -> None:
         """Handle one batch; `batch_metrics` is None except at logging points."""
         raise NotImplementedError
+
+    def close(self) -> None:
+        """Release what the callback holds (files, writers); called once when `train()` ends, also after an error."""

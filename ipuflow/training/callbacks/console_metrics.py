@@ -35,9 +35,24 @@ def format_metrics_table(metrics: Dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def metrics_missing_in_training(metrics: Dict[str, Any]) -> List[str]:
+    """Names that have a validation value but no training one (shown as N/A)."""
+    return sorted(
+        key[len("validation_"):]
+        for key in metrics
+        if key.startswith("validation_") and f"training_{key[len('validation_'):]}" not in metrics
+    )
+
+
 @TrainerCallback.register("console_metrics")
 class ConsoleMetricsCallback(TrainerCallback):
-    """After each epoch, logs (at INFO) a table of its training and validation metrics."""
+    """After each epoch, logs (at INFO) a table of its training and validation metrics; the first
+    time training metrics show N/A because the executor returns only some micro-batches'
+    outputs, it says once how to get them."""
+
+    def __init__(self, serialization_dir: str) -> None:
+        super().__init__(serialization_dir)
+        self._explained_missing = False
 
     def on_epoch(
         self, trainer: "GradientDescentTrainer", metrics: Dict[str, Any], epoch: int, is_primary: bool = True, **kwargs: Any
@@ -46,3 +61,13 @@ class ConsoleMetricsCallback(TrainerCallback):
             table = format_metrics_table(metrics)
             if table:
                 logger.info("Epoch %d metrics:\n%s", epoch, table)
+            missing = metrics_missing_in_training(metrics)
+            if missing and not self._explained_missing and not trainer.computes_training_metrics:
+                self._explained_missing = True
+                output_mode = trainer.executor.options.plan.output_mode
+                logger.info(
+                    "Training %s shown as N/A: the model's metrics are computed on training batches only with "
+                    'trainer.executor.output_mode: "all" (here it is "%s", so each host call returns the '
+                    "outputs of only some micro-batches). The training loss is always reported.",
+                    ", ".join(missing), output_mode,
+                )

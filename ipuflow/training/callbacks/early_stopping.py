@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any, Dict, List, Union
 
 from ipuflow.training.callbacks.callback import TrainerCallback
@@ -9,6 +10,8 @@ from ipuflow.training.metric_tracker import MetricTracker
 
 if TYPE_CHECKING:
     from ipuflow.training.gradient_descent_trainer import GradientDescentTrainer
+
+logger = logging.getLogger(__name__)
 
 
 @TrainerCallback.register("early_stopping")
@@ -22,12 +25,19 @@ class EarlyStoppingCallback(TrainerCallback):
     ) -> None:
         super().__init__(serialization_dir)
         self._tracker = MetricTracker(validation_metric, patience)
+        self._patience = patience
+        self._metric_name = validation_metric if isinstance(validation_metric, str) else " + ".join(validation_metric)
 
     def on_evaluate(
         self, trainer: "GradientDescentTrainer", metrics: Dict[str, float], epoch: int, step: int, **kwargs: Any
     ) -> None:
         self._tracker.add_metrics(metrics)
-        if self._tracker.should_stop_early():
+        if self._tracker.should_stop_early() and not trainer.control.should_stop:
+            logger.info(
+                "Early stopping: %s has not improved in the last %d validation(s) (the callback's patience); "
+                "stopping training.",
+                self._metric_name, self._patience,
+            )
             trainer.control.should_stop = True
 
     def state_dict(self) -> Dict[str, Any]:

@@ -18,3 +18,6 @@ class EpochCallback(Registrable):
     ) -> None:
         """Handle the end of `epoch`."""
         raise NotImplementedError
+
+    def close(self) -> None:
+        """Release what the callback holds (files, writers); called once when `train()` ends, also after an error."""

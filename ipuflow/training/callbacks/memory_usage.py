@@ -75,3 +75,9 @@ class TensorBoardMemoryUsage(BatchCallback):
         for name, value in {**cpu_memory_mb(), **gpu_memory_mb()}.items():
             self._writer.add_scalar(f"memory/{name}", value, trainer.optimizer_updates)
         self._writer.flush()
+
+    def close(self) -> None:
+        """Close the TensorBoard writer (it is opened again if training continues)."""
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, TextIO
 
 from tqdm import tqdm
 
@@ -30,6 +30,26 @@ FILE_FRIENDLY_ENVIRONMENT_VARIABLE = "IPUFLOW_FILE_FRIENDLY_LOGGING"
 """Set to 1 (as `ipuflow train --file-friendly-logging` does) to force the file-friendly bar."""
 
 
+class LineWriter:
+    """A stream for tqdm that turns each redraw into a line of its own: tqdm redraws in place with
+    carriage returns, which a log file or a redirected stream would keep, joined on one line."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        """Write `text` without carriage returns or trailing padding, ending it with a newline;
+        blank writes (the cursor moves of a terminal) are dropped."""
+        line = text.replace("\r", "").rstrip()
+        if line:
+            self._stream.write(line + "\n")
+        return len(text)
+
+    def flush(self) -> None:
+        """Flush the underlying stream."""
+        self._stream.flush()
+
+
 @TrainerCallback.register("progress")
 class ProgressCallback(TrainerCallback):
     """Shows a progress bar of host calls per epoch and of batches per validation.
@@ -50,6 +70,7 @@ class ProgressCallback(TrainerCallback):
         self._file_friendly_interval = file_friendly_interval
         self._bar: Optional[tqdm] = None
         self._bar_key: Optional[tuple] = None
+        self._bar_writes_lines = False
 
     def _is_file_friendly(self) -> bool:
         if self._file_friendly is not None:
@@ -64,7 +85,7 @@ class ProgressCallback(TrainerCallback):
             total=total,
             initial=initial,
             desc=description,
-            file=sys.stderr,
+            file=LineWriter(sys.stderr) if friendly else sys.stderr,
             ascii=friendly,
             dynamic_ncols=not friendly,
             mininterval=self._file_friendly_interval if friendly else 0.1,
@@ -98,16 +119,23 @@ class ProgressCallback(TrainerCallback):
             label = f"epoch {epoch} " + ("training" if is_training else "validation")
             self._bar = self._open(total, batch_number - 1, label)
             self._bar_key = key
-        assert self._bar is not None
+            self._bar_writes_lines = self._is_file_friendly()
+        bar = self._bar
+        assert bar is not None
         if batch_metrics is not None:
-            self._bar.set_postfix_str(format_postfix(batch_metrics), refresh=False)
-        self._bar.update(1)
+            bar.set_postfix_str(format_postfix(batch_metrics), refresh=False)
+        if bar.total is not None and bar.n + 1 >= bar.total and self._bar_writes_lines:
+            # In a file every draw is a line of its own: the final one is drawn once, by close().
+            bar.n += 1
+        else:
+            bar.update(1)
 
     def on_evaluate(
         self, trainer: "GradientDescentTrainer", metrics: Dict[str, float], epoch: int, step: int, **kwargs: Any
     ) -> None:
         if self._bar is not None and self._bar_key == (epoch, False):
-            self._bar.set_postfix_str(format_postfix(metrics), refresh=True)
+            # Closing draws the bar once more; a refresh here would print the final bar twice.
+            self._bar.set_postfix_str(format_postfix(metrics), refresh=False)
         self._close()
 
     def on_epoch(
