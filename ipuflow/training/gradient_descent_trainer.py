@@ -600,16 +600,6 @@ class GradientDescentTrainer(Trainer):
         validation_metrics = self._validate(epoch)
         is_best = self._metric_tracker.is_best_so_far()
         if is_best:
-
-        validation_metrics: Optional[Dict[str, float]] = None
-        score: Optional[float] = None
-        if self.validation_data_loader is not None:
-            validation_metrics = self._validate(epoch)
-            score = self._metric_tracker.combined_score(validation_metrics)
-        # The end-of-epoch validation answers a request made on the epoch's last call.
-        self.control.should_validate = False
-        is_best = validation_metrics is None or self._metric_tracker.is_best_so_far()
-        if is_best and validation_metrics is not None:
             self._best_epoch = epoch
             self._metric_tracker.best_epoch_metrics = dict(validation_metrics)
         return validation_metrics, is_best
