@@ -118,7 +118,9 @@ def _train_locked(params: Params, directory: Path, lock: RunDirectoryLock, enter
         logger.info("Recovering with raised limits: %s", "; ".join(raised))
     if not recover or raised:
         params.to_file(directory / CONFIG_NAME)
-    write_json_atomically(directory / META_NAME, run_metadata())
+    if not (recover and (directory / META_NAME).is_file()):
+        # meta.json describes how the run was started; a resumed run keeps it.
+        write_json_atomically(directory / META_NAME, run_metadata())
     experiment = _build(params, directory)
     metrics = experiment.run(on_phase=enter)
     enter("writing metrics")

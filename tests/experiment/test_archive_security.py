@@ -319,12 +319,21 @@ def test_damaged_weights_in_an_archive_are_a_config_error(trained_run, tmp_path)
     with tarfile.open(trained_run / "model.tar.gz") as archive:
         archive.extractall(unpacked, filter="data")
     (unpacked / "weights.safetensors").write_bytes(b"\x00" * 40)
-    crafted = tmp_path / "bad_weights.tar.gz"
-    with tarfile.open(crafted, "w:gz") as archive:
-        for path in sorted(unpacked.iterdir()):
-            archive.add(path, arcname=path.name)
+
+    def pack(name):
+        crafted = tmp_path / name
+        with tarfile.open(crafted, "w:gz") as archive:
+            for path in sorted(unpacked.iterdir()):
+                archive.add(path, arcname=path.name)
+        return crafted
+
+    # The archived checksum catches the damage first ...
+    with pytest.raises(ConfigurationError, match="weights.safetensors is damaged"):
+        load_archive(pack("bad_weights.tar.gz"))
+    # ... and without one (an older archive), reading the weights does.
+    (unpacked / "weights.safetensors.sha256").unlink()
     with pytest.raises(ConfigurationError, match="weights.safetensors is not readable safetensors"):
-        load_archive(crafted)
+        load_archive(pack("bad_weights_no_checksum.tar.gz"))
 
 
 # -- archives of the shipped configs -------------------------------------------------------------------
