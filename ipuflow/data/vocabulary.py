@@ -75,7 +75,8 @@ class Vocabulary(Registrable):
         count = 0
         for instance in instances:
             instance.count_vocab_items(counter)
-            count += 1
+            # A columnar dataset counts all its instances' items at once.
+            count += getattr(instance, "instance_count", 1)
         logger.info("Built a vocabulary from %d instances: %s", count, {k: len(v) for k, v in counter.items()})
         return cls(
             counter=counter,
