@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from typing import Dict, Tuple
 
 import click
@@ -33,11 +34,17 @@ def parse_ext_vars(pairs: Tuple[str, ...]) -> Dict[str, str]:
 @click.option("--dry-run", is_flag=True, help="Build every object and report the plan; train nothing.")
 @click.option("--file-friendly-logging", is_flag=True, help="Progress output suited to log files.")
 @click.option("--ext-var", multiple=True, metavar="KEY=VALUE", help="A Jsonnet external variable (repeatable).")
+@click.option("--no-cache", is_flag=True, help="Read and tokenize the data afresh instead of from the data cache.")
 @include_package_option
 @debug_option
 def train(config_file: str, serialization_dir: str, recover: bool, force: bool, overrides: str, dry_run: bool,
-          file_friendly_logging: bool, ext_var: Tuple[str, ...], include_package: Tuple[str, ...]) -> int:
+          file_friendly_logging: bool, ext_var: Tuple[str, ...], include_package: Tuple[str, ...],
+          no_cache: bool = False) -> int:
     """Train the experiment in CONFIG (.jsonnet, .json or .yaml), writing everything to DIR."""
+    if no_cache:
+        from ipuflow.data.columnar.cache import NO_CACHE_ENV
+
+        os.environ[NO_CACHE_ENV] = "1"  # read by every dataset reader's cache settings
     from ipuflow.experiment.run import train_model_from_file
     from ipuflow.training.interruption import TrainingInterrupted
 
