@@ -58,8 +58,11 @@ class _TypeTable:
 
     def intern(self, strings: Sequence[str]) -> numpy.ndarray:
         ids = self.ids
-        # setdefault's default is evaluated before insertion, so a new string gets the next id.
-        typed = numpy.fromiter((ids.setdefault(s, len(ids)) for s in strings), dtype=numpy.int32, count=len(strings))
+        # New strings first (set operations and map run in C, not a Python loop per token); sorted,
+        # so that type ids do not depend on string hashing.
+        for string in sorted(set(strings).difference(ids)):
+            ids[string] = len(ids)
+        typed = numpy.fromiter(map(ids.__getitem__, strings), dtype=numpy.int32, count=len(strings))
         counts = numpy.bincount(typed, minlength=len(ids)) if len(typed) else numpy.zeros(len(ids), dtype=numpy.int64)
         if len(counts) > len(self.counts):
             self.counts = numpy.concatenate([self.counts, numpy.zeros(len(counts) - len(self.counts), dtype=numpy.int64)])
