@@ -116,8 +116,13 @@ SIDES = {"ipuflow": run_ipuflow, "instances": run_instances, "datasets": run_dat
 
 def child(side: str, path: str, cache: str, tokenizer: str) -> None:
     """Run one side in this (fresh) process and print its figures as JSON."""
+    before = resource.getrusage(resource.RUSAGE_SELF)
     result = SIDES[side](path, cache, tokenizer)
-    result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    # CPU seconds (all threads) of the measured part: on a shared machine wall time depends on
+    # the load, CPU time much less.
+    result["cpu_seconds"] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    result["peak_rss_mb"] = after.ru_maxrss / 1024
     print("RESULT " + json.dumps(result))
 
 
@@ -154,19 +159,20 @@ def main() -> None:
                 second = measure(side, path, cache, arguments.tokenizer) if side != "instances" else None
                 shutil.rmtree(cache, ignore_errors=True)
                 rows.append((lines, side, first, second))
-                print(f"{lines:>9,} {side:<9} first {first['seconds']:6.1f}s {first['peak_rss_mb']:6.0f} MB"
+                print(f"{lines:>9,} {side:<9} first {first['seconds']:6.1f}s ({first['cpu_seconds']:.1f} CPU s) "
+                      f"{first['peak_rss_mb']:6.0f} MB"
                       + (f"  second {second['seconds']:5.1f}s {second['peak_rss_mb']:6.0f} MB" if second else ""),
                       flush=True)
             path.unlink()
     print(f"\ntokenizer: {arguments.tokenizer}; peak RSS includes each process's imports (ipuflow: torch; datasets: pyarrow)\n")
-    print("| lines | reader | first run | peak RSS | second run (cached) | peak RSS |")
-    print("|---:|---|---:|---:|---:|---:|")
+    print("| lines | reader | first run: wall | CPU | peak RSS | second run (cached): wall | peak RSS |")
+    print("|---:|---|---:|---:|---:|---:|---:|")
     names = {"ipuflow": "ipuflow (columnar, cached)", "datasets": "datasets load_dataset + map(batched)",
              "instances": "ipuflow per-instance read()"}
     for lines, side, first, second in rows:
         later = f"{second['seconds']:.1f} s | {second['peak_rss_mb']:.0f} MB" if second else "(no cache) | –"
-        print(f"| {lines:,} | {names[side]} | {first['seconds']:.1f} s | {first['peak_rss_mb']:.0f} MB | {later} |")
-
+        print(f"| {lines:,} | {names[side]} | {first['seconds']:.1f} s | {first['cpu_seconds']:.1f} s | "
+              f"{first['peak_rss_mb']:.0f} MB | {later} |")
 
 if __name__ == "__main__":
     main()
