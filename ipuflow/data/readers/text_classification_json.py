@@ -14,7 +14,7 @@ from ipuflow.data.fields import Field, LabelField, MetadataField
 from ipuflow.data.instance import Instance
 from ipuflow.data.readers.dataset_reader import RECORDS_PER_BATCH, DatasetReader
 from ipuflow.data.readers.labels import LabelPresence, check_label
-from ipuflow.data.readers.json_lines import read_json_lines, require_key
+from ipuflow.data.readers.json_lines import read_json_line_batches, read_json_lines, require_key
 from ipuflow.data.tokenizers import Tokenizer, WhitespaceTokenizer
 
 logger = logging.getLogger(__name__)
@@ -62,6 +62,8 @@ def text_classification_batches(
         if pairs[0] is not None:
             batch[TEXT_PAIR_FIELD] = tokenizer.batch_field(pairs, max_tokens)  # type: ignore[arg-type]
         if labels[0] is not None:
+            if None in labels:
+                raise ConfigurationError("Some records have a label and some have none: label either every record or none.")
             batch["label"] = FieldBatch(LABELS, labels, label_namespace)
         yield batch
 
@@ -111,8 +113,34 @@ class TextClassificationJsonReader(DatasetReader):
             logger.warning("%s has no %r key in any record: its instances have no labels.", path, self.label_key)
 
     def field_batches(self, path: Path) -> Iterator[Dict[str, FieldBatch]]:
-        """Batches of records, each tokenized with one batched tokenizer call (metadata is left out)."""
-        yield from text_classification_batches(self.tokenizer, self._text_records(path), self.max_tokens, self.label_namespace)
+        """Batches of records, each parsed with one JSON call and tokenized with one batched
+        tokenizer call (metadata is left out)."""
+        labelled: Optional[bool] = None
+        for records in read_json_line_batches(path, RECORDS_PER_BATCH):
+            texts = [record.get(self.text_key) for record in records]
+            pairs = [record.get(self.text_pair_key) for record in records] if self.text_pair_key is not None else None
+            has_label = [self.label_key in record for record in records]
+            labels = [record.get(self.label_key) for record in records]
+            if labelled is None:
+                labelled = has_label[0]
+            if not (
+                all(type(text) is str for text in texts)
+                and (pairs is None or all(type(pair) is str for pair in pairs))
+                and all(has is labelled for has in has_label)
+                and (not labelled or all(type(label) in (str, int) for label in labels))
+            ):
+                # Record by record, for the error that names the line.
+                for _ in self._text_records(path):
+                    pass
+                raise ConfigurationError(f"{path}: records with a wrong text or label.")  # what the records said
+            batch = {"tokens": self.tokenizer.batch_field(texts, self.max_tokens)}
+            if pairs is not None:
+                batch[TEXT_PAIR_FIELD] = self.tokenizer.batch_field(pairs, self.max_tokens)
+            if labelled:
+                batch["label"] = FieldBatch(LABELS, labels, self.label_namespace)
+            yield batch
+        if labelled is False:
+            logger.warning("%s has no %r key in any record: its instances have no labels.", path, self.label_key)
 
     def _text_records(self, path: Path) -> Iterator[TextRecord]:
         labels = LabelPresence(path, self.label_key)
