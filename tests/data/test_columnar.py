@@ -14,6 +14,8 @@ import numpy
 import pytest
 import torch
 
+from ipuflow.config import ConfigurationError
+
 from ipuflow.data import (
     RegexTokenizer,
     TensorClassificationReader,
@@ -228,3 +230,33 @@ def test_pretrained_tokenizer_tokenizes_a_batch_in_one_call_as_text_by_text(cach
     dataset = reader.read_columnar(path).indexed(vocab)
     assert [dataset[i]["tokens"] for i in range(len(dataset))] == [instance["tokens"].token_ids for instance in instances]
     assert "tokenizer_sha256" in reader.fingerprint()["tokenizer"]
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ('{"text": "a", "label": "x"}\n{"text": "Broken, "label": "x"}\n', r"bad\.jsonl:2: not valid JSON"),
+        ('{"text": "a", "label": "x"}\n[1, 2]\n', r"bad\.jsonl:2: expected a JSON object per line, found list"),
+        ('{"text": "a", "label": "x"}\n{"a": 1}, {"b": 2}\n', r"bad\.jsonl:2: not valid JSON"),
+        ('{"text": "a", "label": "x"}\n{"txt": "b", "label": "x"}\n', r"bad\.jsonl:2: no key 'text'"),
+        ('{"text": 5, "label": "x"}\n', r"bad\.jsonl:1: the text 'text' must be a string, found 5"),
+        ('{"text": "a", "label": true}\n', r"bad\.jsonl:1: the label 'label' must be a string or an int"),
+        ('{"text": "a", "label": "x"}\n\n{"text": "b"}\n', r"bad\.jsonl:3: this record has no label 'label' but the record at line 1 has"),
+        (b'{"text": "a", "label": "x"}\n{"text": "\xff", "label": "x"}\n', r"bad\.jsonl: not UTF-8"),
+    ],
+)
+def test_columnar_reading_names_the_file_and_line_of_a_bad_record(cache_dir, tmp_path, content, message):
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    with pytest.raises(ConfigurationError, match=message):
+        TextClassificationJsonReader().read_columnar(path)
+    assert entries(cache_dir) == []  # nothing half-built is left to be trusted
+
+
+def test_a_bad_record_in_a_later_batch_is_found(cache_dir, tmp_path):
+    lines = [json.dumps({"text": f"t {index}", "label": "x"}) for index in range(10_000)]
+    lines[9_000] = json.dumps({"text": None, "label": "x"})
+    path = tmp_path / "bad.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ConfigurationError, match=r"bad\.jsonl:9001: the text 'text' must be a string, found None"):
+        TextClassificationJsonReader().read_columnar(path)
