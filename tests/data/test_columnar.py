@@ -260,3 +260,16 @@ def test_a_bad_record_in_a_later_batch_is_found(cache_dir, tmp_path):
     path.write_text("\n".join(lines) + "\n")
     with pytest.raises(ConfigurationError, match=r"bad\.jsonl:9001: the text 'text' must be a string, found None"):
         TextClassificationJsonReader().read_columnar(path)
+
+
+def test_a_reader_that_only_overrides_read_still_gives_a_columnar_dataset(cache_dir, tmp_path):
+    from ipuflow.data import Instance, LabelField, TextField
+    from ipuflow.data.readers import DatasetReader
+
+    class ListReader(DatasetReader):
+        def read(self, path):
+            return [Instance({"tokens": TextField(["a", "b"]), "label": LabelField("x")})] * 3
+
+    dataset = ListReader().read_columnar(FIXTURES / "text_classification.jsonl")
+    vocab = Vocabulary.from_instances([dataset])
+    assert len(dataset) == 3 and dataset.indexed(vocab)[2] == {"tokens": [2, 3], "label": 0}

@@ -87,7 +87,8 @@ class DatasetReader(Registrable):
         By default, batches of the instances `_read` gives; readers override this to tokenize a
         batch of records at once.
         """
-        instances = self._read(path)
+        # A reader written against the older API may override only `read`.
+        instances = self._read(path) if type(self)._read is not DatasetReader._read else iter(self.read(path))
         while True:
             chunk = list(itertools.islice(instances, RECORDS_PER_BATCH))
             if not chunk:
