@@ -9,7 +9,8 @@ its second run.
 * ipuflow: `text_classification_json` with the quickstart's tokenizer (regex, lowercased, at most
   48 tokens) → `read_columnar` (tokenized in batches into memory-mapped columns, cached on disk) →
   vocabulary from the stored counts (min_count 2) → indexed → a fixed-shape data loader
-  (everything `ipuflow train --dry-run` does with the data);
+  (everything `ipuflow train --dry-run` does with the data); again with `num_workers: 2`
+  (parsing and tokenizing in two worker processes);
 * datasets: `load_dataset("json")` → `map(batched=True)` with the same regex tokenization (token
   strings, cut to 48) → its Arrow cache;
 * `--instances` adds ipuflow's per-instance path (`reader.read`: an Instance object per line).
@@ -55,7 +56,11 @@ def make_data(lines: int, directory: Path) -> Path:
 # ------------------------------------------------------------------------- the measured sides
 
 
-def run_ipuflow(path: str, cache: str, tokenizer: str) -> Dict[str, Any]:
+def run_ipuflow_workers(path: str, cache: str, tokenizer: str) -> Dict[str, Any]:
+    return run_ipuflow(path, cache, tokenizer, num_workers=2)
+
+
+def run_ipuflow(path: str, cache: str, tokenizer: str, num_workers: int = 0) -> Dict[str, Any]:
     os.environ["IPUFLOW_DATA_CACHE_DIR"] = cache
     from ipuflow.data import FixedShapeDataLoader, TextClassificationJsonReader, Vocabulary
     from ipuflow.data.tokenizers import PretrainedTransformerTokenizer, RegexTokenizer
@@ -66,6 +71,7 @@ def run_ipuflow(path: str, cache: str, tokenizer: str) -> Dict[str, Any]:
     else:
         assert RegexTokenizer().pattern == WORDS_AND_PUNCTUATION
         reader = TextClassificationJsonReader(tokenizer=RegexTokenizer(), max_tokens=MAX_TOKENS)
+    reader._num_workers = num_workers
     dataset = reader.read_columnar(path)
     vocab = Vocabulary.from_instances([dataset], min_count={"tokens": 2} if tokenizer == "regex" else None)
     loader = FixedShapeDataLoader(dataset.indexed(vocab), batch_size=32, shuffle=True, max_length=MAX_TOKENS)
@@ -114,7 +120,7 @@ def run_datasets(path: str, cache: str, tokenizer: str) -> Dict[str, Any]:
     return {"seconds": time.perf_counter() - started, "cpu_seconds": time.process_time() - cpu, "instances": len(data)}
 
 
-SIDES = {"ipuflow": run_ipuflow, "instances": run_instances, "datasets": run_datasets}
+SIDES = {"ipuflow": run_ipuflow, "ipuflow-2w": run_ipuflow_workers, "instances": run_instances, "datasets": run_datasets}
 
 
 def child(side: str, path: str, cache: str, tokenizer: str) -> None:
@@ -148,7 +154,7 @@ def main() -> None:
     if arguments.child:
         child(*arguments.child)
         return
-    sides = ["ipuflow", "datasets"] + (["instances"] if arguments.instances else [])
+    sides = ["ipuflow", "ipuflow-2w", "datasets"] + (["instances"] if arguments.instances else [])
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-data-") as scratch:
         for lines in arguments.lines:
@@ -159,7 +165,7 @@ def main() -> None:
                 second = measure(side, path, cache, arguments.tokenizer) if side != "instances" else None
                 shutil.rmtree(cache, ignore_errors=True)
                 rows.append((lines, side, first, second))
-                print(f"{lines:>9,} {side:<9} first {first['seconds']:6.1f}s ({first['cpu_seconds']:.1f} CPU s) "
+                print(f"{lines:>9,} {side:<10} first {first['seconds']:6.1f}s ({first['cpu_seconds']:.1f} CPU s) "
                       f"{first['peak_rss_mb']:6.0f} MB"
                       + (f"  second {second['seconds']:5.1f}s {second['peak_rss_mb']:6.0f} MB" if second else ""),
                       flush=True)
@@ -167,7 +173,7 @@ def main() -> None:
     print(f"\ntokenizer: {arguments.tokenizer}; peak RSS includes each process's imports (ipuflow: torch; datasets: pyarrow)\n")
     print("| lines | reader | first run: wall | CPU | peak RSS | second run (cached): wall | peak RSS |")
     print("|---:|---|---:|---:|---:|---:|---:|")
-    names = {"ipuflow": "ipuflow (columnar, cached)", "datasets": "datasets load_dataset + map(batched)",
+    names = {"ipuflow": "ipuflow (columnar, cached)", "ipuflow-2w": "ipuflow, num_workers: 2", "datasets": "datasets load_dataset + map(batched)",
              "instances": "ipuflow per-instance read()"}
     for lines, side, first, second in rows:
         later = f"{second['seconds']:.1f} s | {second['peak_rss_mb']:.0f} MB" if second else "(no cache) | –"

@@ -273,3 +273,20 @@ def test_a_reader_that_only_overrides_read_still_gives_a_columnar_dataset(cache_
     dataset = ListReader().read_columnar(FIXTURES / "text_classification.jsonl")
     vocab = Vocabulary.from_instances([dataset])
     assert len(dataset) == 3 and dataset.indexed(vocab)[2] == {"tokens": [2, 3], "label": 0}
+
+
+def test_worker_processes_build_the_same_dataset(cache_dir, tmp_path):
+    rng = numpy.random.default_rng(1)
+    words = [f"w{index}" for index in range(3000)]
+    records = [{"text": " ".join(rng.choice(words, size=int(rng.integers(1, 12)))), "label": str(index % 4)} for index in range(20_000)]
+    path = write_lines(tmp_path / "d.jsonl", records)
+    serial = TextClassificationJsonReader(cache=False).read_columnar(path)
+    parallel = TextClassificationJsonReader(cache=False, num_workers=2).read_columnar(path)
+    assert serial._types == parallel._types
+    for name in ("tokens", "label"):
+        for part in serial._arrays[name]:
+            numpy.testing.assert_array_equal(serial._arrays[name][part], parallel._arrays[name][part])
+    records[15_000] = {"text": ["not", "a", "string"], "label": "0"}
+    write_lines(path, records)
+    with pytest.raises(ConfigurationError, match=r"d\.jsonl:15001: the text 'text' must be a string"):
+        TextClassificationJsonReader(num_workers=2).read_columnar(path)

@@ -38,7 +38,7 @@ class FieldBatch:
     the vocabulary namespace of `TOKENS` and `LABELS`."""
 
     kind: str
-    values: Any
+    values: Any  # TOKENS: lists of strings or InternedTokens
     namespace: Optional[str] = None
 
     def __len__(self) -> int:
@@ -49,6 +49,36 @@ class FieldBatch:
         return FieldBatch(self.kind, self.values[:count], self.namespace)
 
 
+@dataclass
+class InternedTokens:
+    """A batch's token lists, interned within the batch: `types` (its distinct strings, sorted),
+    `ids` (every token's index into `types`, the lists back to back) and `lengths` (tokens per
+    list). Small to send between processes, and mapped to a namespace's type ids with one gather."""
+
+    types: List[str]
+    ids: numpy.ndarray
+    lengths: numpy.ndarray
+
+    @classmethod
+    def from_lists(cls, token_lists: Sequence[Sequence[str]]) -> "InternedTokens":
+        """Intern `token_lists` (set operations and `map` run in C, not a Python loop per token)."""
+        lengths = numpy.fromiter(map(len, token_lists), dtype=numpy.int64, count=len(token_lists))
+        flat = list(itertools.chain.from_iterable(token_lists))
+        types = sorted(set(flat))  # sorted: ids never depend on string hashing
+        local = dict(zip(types, range(len(types))))
+        ids = numpy.fromiter(map(local.__getitem__, flat), dtype=numpy.int32, count=len(flat))
+        return cls(types, ids, lengths)
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    def __getitem__(self, records: slice) -> "InternedTokens":
+        if records.start not in (None, 0) or records.step not in (None, 1):
+            raise IndexError("InternedTokens are cut from the front only.")
+        lengths = self.lengths[records]
+        return InternedTokens(self.types, self.ids[: int(lengths.sum())], lengths)
+
+
 class _TypeTable:
     """The distinct strings of one namespace in first-seen order, and how often each occurred."""
 
@@ -56,13 +86,14 @@ class _TypeTable:
         self.ids: Dict[str, int] = {}
         self.counts = numpy.zeros(0, dtype=numpy.int64)
 
-    def intern(self, strings: Sequence[str]) -> numpy.ndarray:
+    def add(self, tokens: InternedTokens) -> numpy.ndarray:
+        """The namespace's type ids of `tokens` (new strings get the next ids), counted."""
         ids = self.ids
-        # New strings first (set operations and map run in C, not a Python loop per token); sorted,
-        # so that type ids do not depend on string hashing.
-        for string in sorted(set(strings).difference(ids)):
-            ids[string] = len(ids)
-        typed = numpy.fromiter(map(ids.__getitem__, strings), dtype=numpy.int32, count=len(strings))
+        for string in tokens.types:  # sorted, so new strings get ids in sorted order
+            if string not in ids:
+                ids[string] = len(ids)
+        mapping = numpy.fromiter(map(ids.__getitem__, tokens.types), dtype=numpy.int32, count=len(tokens.types))
+        typed = mapping[tokens.ids] if len(tokens.ids) else numpy.zeros(0, dtype=numpy.int32)
         counts = numpy.bincount(typed, minlength=len(ids)) if len(typed) else numpy.zeros(len(ids), dtype=numpy.int64)
         if len(counts) > len(self.counts):
             self.counts = numpy.concatenate([self.counts, numpy.zeros(len(counts) - len(self.counts), dtype=numpy.int64)])
@@ -92,20 +123,22 @@ class _ColumnWriter:
                 f"Field {self.name!r} changed from {self.kind} ({self.namespace}) to {batch.kind} ({batch.namespace}) "
                 "between records; every record needs the same fields."
             )
+        if self.kind == TOKENS:
+            interned = batch.values if isinstance(batch.values, InternedTokens) else InternedTokens.from_lists(batch.values)
+            lengths = interned.lengths
+            values = types.setdefault(self.namespace or "", _TypeTable()).add(interned)
+        elif self.kind == TOKEN_IDS:
+            lengths = numpy.fromiter(map(len, batch.values), dtype=numpy.int64, count=len(batch))
+            values = numpy.fromiter(itertools.chain.from_iterable(batch.values), dtype=numpy.int32, count=int(lengths.sum()))
         if self.sequence:
-            lengths = numpy.fromiter((len(tokens) for tokens in batch.values), dtype=numpy.int64, count=len(batch))
-            flat = list(itertools.chain.from_iterable(batch.values))
-            if self.kind == TOKENS:
-                values = types.setdefault(self.namespace or "", _TypeTable()).intern(flat)
-            else:
-                values = numpy.asarray(flat, dtype=numpy.int32)
             ends = numpy.cumsum(lengths) + self.total
             offsets = ends - lengths
             self.total = int(ends[-1]) if len(ends) else self.total
             self.longest = max(self.longest, int(lengths.max()) if len(lengths) else 0)
             self._offsets.write(offsets.astype(numpy.int64).tobytes())  # type: ignore[union-attr]
         elif self.kind == LABELS:
-            values = types.setdefault(self.namespace or "", _TypeTable()).intern([str(value) for value in batch.values])
+            labels = InternedTokens.from_lists([[str(value)] for value in batch.values])
+            values = types.setdefault(self.namespace or "", _TypeTable()).add(labels)
         elif self.kind == INTS:
             values = numpy.asarray(batch.values, dtype=numpy.int64)
         else:

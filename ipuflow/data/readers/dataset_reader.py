@@ -27,16 +27,27 @@ class DatasetReader(Registrable):
 
     Training reads through `read_columnar`: the data is tokenized in batches straight into a
     memory-mapped columnar dataset, cached on disk (`cache_directory`, default
-    `~/.cache/ipuflow/data`; `cache: false` or `ipuflow train --no-cache` builds afresh).
+    `~/.cache/ipuflow/data`; `cache: false` or `ipuflow train --no-cache` builds afresh);
+    `num_workers` processes parse and tokenize where a reader supports it (`text_classification_json`).
     """
 
     default_implementation = "text_classification_json"
 
-    def __init__(self, max_instances: Optional[int] = None, cache_directory: Optional[str] = None, cache: bool = True) -> None:
+    def __init__(
+        self,
+        max_instances: Optional[int] = None,
+        cache_directory: Optional[str] = None,
+        cache: bool = True,
+        num_workers: int = 0,
+    ) -> None:
         if max_instances is not None and max_instances < 1:
             raise ConfigurationError(f"dataset_reader.max_instances: expected a positive int or null, found {max_instances}.")
+        if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 0:
+            raise ConfigurationError(f"dataset_reader.num_workers: expected an int >= 0, found {num_workers!r}.")
         self.max_instances = max_instances
+        # Private: neither changes the data, so neither is part of the cache key.
         self._data_cache = DataCache.from_settings(cache_directory, cache)
+        self._num_workers = num_workers
 
     def read(self, path: Union[str, Path]) -> List[Instance]:
         """The instances in the file at `path` (at most `max_instances`)."""

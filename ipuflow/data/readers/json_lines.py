@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from ipuflow.config import ConfigurationError
 
@@ -37,27 +37,41 @@ def require_key(record: Dict[str, Any], key: str, where: str) -> Any:
     return record[key]
 
 
-def read_json_line_batches(path: Path, size: int) -> Iterator[List[Dict[str, Any]]]:
-    """The objects of the JSON-lines file at `path`, `size` lines at a time (blank lines skipped).
 
-    Each batch is parsed by one call of the JSON parser; when a batch has an error, the file is read
-    again line by line (`read_json_lines`) for the error that names the line.
-    """
+def json_line_chunks(path: Path, size: int) -> Iterator[Tuple[int, List[str]]]:
+    """(first line number, lines) for runs of `size` raw lines of the file at `path`; text that is
+    not UTF-8 stops with the error `read_json_lines` gives, naming its line."""
     with open(path, encoding="utf-8") as file:
+        first = 1
         try:
             while True:
-                lines = [line for line in itertools.islice(file, size) if not line.isspace()]
+                lines = list(itertools.islice(file, size))
                 if not lines:
                     return
-                try:
-                    records = json.loads("[" + ",".join(lines) + "]")
-                except json.JSONDecodeError:
-                    records = None
-                if records is None or len(records) != len(lines) or not all(type(record) is dict for record in records):
-                    break
-                yield records
+                yield first, lines
+                first += len(lines)
         except UnicodeDecodeError:
             pass
-    for _ in read_json_lines(path):  # raises the error that stopped the batches, naming its line
+    raise_first_error(path)
+
+
+def parse_json_chunk(lines: List[str]) -> Optional[List[Dict[str, Any]]]:
+    """The objects of JSON lines (blank lines skipped), parsed by one call of the JSON parser; None
+    when any line is not a JSON object (then `raise_first_error` names it)."""
+    lines = [line for line in lines if not line.isspace()]
+    if not lines:
+        return []
+    try:
+        records = json.loads("[" + ",".join(lines) + "]")
+    except json.JSONDecodeError:
+        return None
+    if len(records) != len(lines) or not all(type(record) is dict for record in records):
+        return None
+    return records
+
+
+def raise_first_error(path: Path) -> None:
+    """Read the file at `path` line by line and raise the error of its first bad line."""
+    for _ in read_json_lines(path):
         pass
-    raise ConfigurationError(f"{path}: not valid JSON lines.")  # a batch failed that no single line explains
+    raise ConfigurationError(f"{path}: not valid JSON lines.")  # a chunk failed that no single line explains

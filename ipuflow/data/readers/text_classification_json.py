@@ -5,16 +5,17 @@ from __future__ import annotations
 import itertools
 import logging
 from pathlib import Path
-from typing import Any, Dict, Iterator, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple, Union
 
 from ipuflow.config import ConfigurationError
 from ipuflow.data.columnar import FieldBatch
-from ipuflow.data.columnar.builder import LABELS
+from ipuflow.data.columnar.builder import LABELS, TOKENS, InternedTokens
+from ipuflow.data.columnar.workers import map_in_workers
 from ipuflow.data.fields import Field, LabelField, MetadataField
 from ipuflow.data.instance import Instance
 from ipuflow.data.readers.dataset_reader import RECORDS_PER_BATCH, DatasetReader
 from ipuflow.data.readers.labels import LabelPresence, check_label
-from ipuflow.data.readers.json_lines import read_json_line_batches, read_json_lines, require_key
+from ipuflow.data.readers.json_lines import json_line_chunks, parse_json_chunk, read_json_lines, require_key
 from ipuflow.data.tokenizers import Tokenizer, WhitespaceTokenizer
 
 logger = logging.getLogger(__name__)
@@ -46,6 +47,13 @@ def text_classification_instance(
     if keep_text:
         fields["text"] = MetadataField(text)
     return Instance(fields)
+
+
+def interned(batch: FieldBatch) -> FieldBatch:
+    """`batch` with token strings interned (so that a worker process does it and sends back little)."""
+    if batch.kind != TOKENS or isinstance(batch.values, InternedTokens):
+        return batch
+    return FieldBatch(TOKENS, InternedTokens.from_lists(batch.values), batch.namespace)
 
 
 def text_classification_batches(
@@ -113,34 +121,46 @@ class TextClassificationJsonReader(DatasetReader):
             logger.warning("%s has no %r key in any record: its instances have no labels.", path, self.label_key)
 
     def field_batches(self, path: Path) -> Iterator[Dict[str, FieldBatch]]:
-        """Batches of records, each parsed with one JSON call and tokenized with one batched
-        tokenizer call (metadata is left out)."""
+        """Chunks of lines, each parsed with one JSON call and tokenized with one batched tokenizer
+        call, in `num_workers` processes (metadata is left out)."""
         labelled: Optional[bool] = None
-        for records in read_json_line_batches(path, RECORDS_PER_BATCH):
-            texts = [record.get(self.text_key) for record in records]
-            pairs = [record.get(self.text_pair_key) for record in records] if self.text_pair_key is not None else None
-            has_label = [self.label_key in record for record in records]
-            labels = [record.get(self.label_key) for record in records]
-            if labelled is None:
-                labelled = has_label[0]
-            if not (
-                all(type(text) is str for text in texts)
-                and (pairs is None or all(type(pair) is str for pair in pairs))
-                and all(has is labelled for has in has_label)
-                and (not labelled or all(type(label) in (str, int) for label in labels))
-            ):
+        chunks = json_line_chunks(path, RECORDS_PER_BATCH)
+        for batch in map_in_workers(self._chunk_fields, chunks, self._num_workers):
+            if batch is not None and batch and labelled is None:
+                labelled = "label" in batch
+            if batch is None or (batch and ("label" in batch) != labelled):
                 # Record by record, for the error that names the line.
                 for _ in self._text_records(path):
                     pass
                 raise ConfigurationError(f"{path}: records with a wrong text or label.")  # what the records said
-            batch = {"tokens": self.tokenizer.batch_field(texts, self.max_tokens)}
-            if pairs is not None:
-                batch[TEXT_PAIR_FIELD] = self.tokenizer.batch_field(pairs, self.max_tokens)
-            if labelled:
-                batch["label"] = FieldBatch(LABELS, labels, self.label_namespace)
-            yield batch
+            if batch:
+                yield batch
         if labelled is False:
             logger.warning("%s has no %r key in any record: its instances have no labels.", path, self.label_key)
+
+    def _chunk_fields(self, chunk: Tuple[int, List[str]]) -> Optional[Dict[str, FieldBatch]]:
+        """The fields of a chunk of lines ({} if all are blank), or None if a record is wrong."""
+        records = parse_json_chunk(chunk[1])
+        if not records:
+            return records
+        texts = [record.get(self.text_key) for record in records]
+        pairs = [record.get(self.text_pair_key) for record in records] if self.text_pair_key is not None else None
+        has_label = [self.label_key in record for record in records]
+        labelled = has_label[0]
+        labels = [record.get(self.label_key) for record in records] if labelled else None
+        if not (
+            all(type(text) is str for text in texts)
+            and (pairs is None or all(type(pair) is str for pair in pairs))
+            and all(has is labelled for has in has_label)
+            and (labels is None or all(type(label) in (str, int) for label in labels))
+        ):
+            return None
+        batch = {"tokens": interned(self.tokenizer.batch_field(texts, self.max_tokens))}
+        if pairs is not None:
+            batch[TEXT_PAIR_FIELD] = interned(self.tokenizer.batch_field(pairs, self.max_tokens))
+        if labels is not None:
+            batch["label"] = FieldBatch(LABELS, labels, self.label_namespace)
+        return batch
 
     def _text_records(self, path: Path) -> Iterator[TextRecord]:
         labels = LabelPresence(path, self.label_key)
