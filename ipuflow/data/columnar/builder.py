@@ -80,7 +80,7 @@ class InternedTokens:
 
 
 class _TypeTable:
-    """The distinct strings of one namespace in first-seen order, and how often each occurred."""
+    """The distinct strings of one namespace (in the order batches brought them) and how often each occurred."""
 
     def __init__(self) -> None:
         self.ids: Dict[str, int] = {}
