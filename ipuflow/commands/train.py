@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from typing import Any, Dict, Tuple
 
 import click
@@ -57,12 +58,17 @@ def report_compiled(report: Dict[str, Any], serialization_dir: str) -> None:
                    "shape (filling the executable cache); train nothing and leave DIR untouched.")
 @click.option("--file-friendly-logging", is_flag=True, help="Progress output suited to log files.")
 @click.option("--ext-var", multiple=True, metavar="KEY=VALUE", help="A Jsonnet external variable (repeatable).")
+@click.option("--no-cache", is_flag=True, help="Read and tokenize the data afresh instead of from the data cache.")
 @include_package_option
 @debug_option
 def train(config_file: str, serialization_dir: str, recover: bool, force: bool, overrides: Tuple[str, ...], dry_run: bool,
           compile_only: bool, file_friendly_logging: bool, ext_var: Tuple[str, ...],
-          include_package: Tuple[str, ...]) -> int:
+          include_package: Tuple[str, ...], no_cache: bool = False) -> int:
     """Train the experiment in CONFIG (.jsonnet, .json or .yaml), writing everything to DIR."""
+    if no_cache:
+        from ipuflow.data.columnar.cache import NO_CACHE_ENV
+
+        os.environ[NO_CACHE_ENV] = "1"  # read by every dataset reader's cache settings
     from ipuflow.experiment.run import train_model_from_file
     from ipuflow.storage import RunDirectoryLocked
     from ipuflow.training.checkpointer import CheckpointsUnreadable

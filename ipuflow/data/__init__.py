@@ -9,8 +9,10 @@ from ipuflow.data.instance import Instance
 from ipuflow.data.vocabulary import Vocabulary
 from ipuflow.data.tokenizers import PretrainedTransformerTokenizer, RegexTokenizer, Tokenizer, WhitespaceTokenizer
 from ipuflow.data.loader import DataLoader, FixedShapeDataLoader
+from ipuflow.data.columnar import ColumnarDataset
 from ipuflow.data.readers import (
     DatasetReader,
+    HuggingfaceDatasetReader,
     TensorClassificationReader,
     TextClassificationCsvReader,
     TextClassificationJsonReader,
@@ -32,6 +34,8 @@ __all__ = [
     "TextClassificationJsonReader",
     "TextClassificationCsvReader",
     "TensorClassificationReader",
+    "HuggingfaceDatasetReader",
+    "ColumnarDataset",
     "DataLoader",
     "FixedShapeDataLoader",
 ]

@@ -61,6 +61,7 @@ class PackedField:
     values: Optional[numpy.ndarray] = None  # scalars [N]; float vectors [N, ...]; flat token ids
     offsets: Optional[numpy.ndarray] = None  # token-id lists: start of each instance in `values`
     lengths: Optional[numpy.ndarray] = None  # token-id lists: length of each instance
+    lookup: Optional[numpy.ndarray] = None  # maps stored ids to vocabulary ids (columnar datasets)
 
 
 def _kinds(instances: Sequence[Mapping[str, Any]]) -> Dict[str, str]:
@@ -94,7 +95,10 @@ def _kinds(instances: Sequence[Mapping[str, Any]]) -> Dict[str, str]:
 
 
 def pack_fields(instances: Sequence[Mapping[str, Any]]) -> List[PackedField]:
-    """Pack every non-metadata field of `instances` into numpy arrays."""
+    """Pack every non-metadata field of `instances` into numpy arrays (a columnar dataset is
+    packed already, and its memory-mapped arrays are used as they are)."""
+    if callable(getattr(instances, "packed_fields", None)):
+        return instances.packed_fields()  # type: ignore[attr-defined]
     packed = []
     for name, kind in _kinds(instances).items():
         if kind == METADATA:
@@ -180,11 +184,16 @@ class Collator:
                 tokens = numpy.zeros((rows, length), dtype=numpy.int64)
                 if field.values.size:  # type: ignore[union-attr]
                     numpy.clip(gather, 0, field.values.size - 1, out=gather)  # type: ignore[union-attr]
-                    tokens[:real] = numpy.where(mask[:real], field.values[gather], 0)  # type: ignore[index]
+                    ids = field.values[gather]  # type: ignore[index]
+                    if field.lookup is not None:
+                        ids = field.lookup[ids]
+                    tokens[:real] = numpy.where(mask[:real], ids, 0)
                 batch[field.name] = torch.from_numpy(tokens)
                 batch[f"{field.name}_mask"] = torch.from_numpy(mask)
             else:
                 values = field.values[indices]  # type: ignore[index]
+                if field.lookup is not None:
+                    values = field.lookup[values]
                 if rows > real:
                     filler = IGNORE_LABEL if field.kind == INT_SCALAR else 0
                     padding = numpy.full((rows - real,) + values.shape[1:], filler, dtype=values.dtype)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+import gzip
 import logging
 from pathlib import Path
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Union
@@ -46,14 +47,29 @@ class Vocabulary(Registrable):
         tokens_to_add: Optional[Dict[str, List[str]]] = None,
         padding_token: str = DEFAULT_PADDING_TOKEN,
         oov_token: str = DEFAULT_OOV_TOKEN,
+        pretrained_files: Optional[Dict[str, str]] = None,
+        only_include_pretrained_words: bool = False,
+        min_pretrained_embeddings: Optional[Dict[str, int]] = None,
     ) -> None:
         self._non_padded_namespaces = list(non_padded_namespaces)
         self._padding_token = padding_token
         self._oov_token = oov_token
         self._token_to_index: Dict[str, Dict[str, int]] = {}
         self._index_to_token: Dict[str, List[str]] = {}
-        self._add_counts(counter or {}, min_count or {}, max_vocab_size)
-        for namespace, tokens in (tokens_to_add or {}).items():
+        pretrained = {namespace: read_pretrained_tokens(path, f"vocabulary.pretrained_files.{namespace}")
+                      for namespace, path in (pretrained_files or {}).items()}
+        tokens_to_add = {namespace: list(tokens) for namespace, tokens in (tokens_to_add or {}).items()}
+        for namespace, minimum in (min_pretrained_embeddings or {}).items():
+            if namespace not in pretrained:
+                raise ConfigurationError(
+                    f"vocabulary.min_pretrained_embeddings.{namespace}: no pretrained_files entry for {namespace!r}."
+                )
+            if minimum == -1 or minimum > 0:
+                # As AllenNLP: the first `minimum` pretrained tokens (all with -1) are added whatever the data holds.
+                chosen = pretrained[namespace] if minimum == -1 else pretrained[namespace][:minimum]
+                tokens_to_add[namespace] = tokens_to_add.get(namespace, []) + chosen
+        self._add_counts(counter or {}, min_count or {}, max_vocab_size, pretrained, only_include_pretrained_words)
+        for namespace, tokens in tokens_to_add.items():
             self.add_tokens_to_namespace(tokens, namespace)
 
     # ----------------------------------------------------------------------------- constructors
@@ -68,15 +84,27 @@ class Vocabulary(Registrable):
         tokens_to_add: Optional[Dict[str, List[str]]] = None,
         padding_token: str = DEFAULT_PADDING_TOKEN,
         oov_token: str = DEFAULT_OOV_TOKEN,
+        pretrained_files: Optional[Dict[str, str]] = None,
+        only_include_pretrained_words: bool = False,
+        min_pretrained_embeddings: Optional[Dict[str, int]] = None,
     ) -> "Vocabulary":
         """A vocabulary of the items that `instances` count, filtered by `min_count` (per
         namespace, default 1) and `max_vocab_size` (an int for every namespace, or per namespace;
-        padding and OOV tokens not included)."""
+        padding and OOV tokens not included).
+
+        Only counts are gathered: a columnar dataset hands over its stored counts, so building a
+        vocabulary never holds the data. As AllenNLP's: `pretrained_files` (namespace → embedding
+        text file, a token first on each line, optionally gzipped) admits a token of that namespace
+        that is in the file even below `min_count`; with `only_include_pretrained_words` only
+        tokens in the file that reach `min_count` are admitted; `min_pretrained_embeddings`
+        (namespace → n, -1 for all) adds the file's first n tokens whether or not the data has them.
+        """
         counter: VocabCounter = {}
         count = 0
         for instance in instances:
             instance.count_vocab_items(counter)
-            count += 1
+            # A columnar dataset counts all its instances' items at once.
+            count += getattr(instance, "instance_count", 1)
         vocab = cls(
             counter=counter,
             min_count=min_count,
@@ -85,6 +113,9 @@ class Vocabulary(Registrable):
             tokens_to_add=tokens_to_add,
             padding_token=padding_token,
             oov_token=oov_token,
+            pretrained_files=pretrained_files,
+            only_include_pretrained_words=only_include_pretrained_words,
+            min_pretrained_embeddings=min_pretrained_embeddings,
         )
         logger.info("Built a vocabulary from %d instances: %s", count,
                     "; ".join(vocab._size_note(namespace, counts, min_count or {}) for namespace, counts in counter.items()))
@@ -160,6 +191,8 @@ class Vocabulary(Registrable):
         counter: Mapping[str, Mapping[str, int]],
         min_count: Dict[str, int],
         max_vocab_size: Union[int, Dict[str, int], None],
+        pretrained: Optional[Dict[str, List[str]]] = None,
+        only_include_pretrained_words: bool = False,
     ) -> None:
         for key, value in (("min_count", min_count), ("max_vocab_size", max_vocab_size)):
             if isinstance(value, dict):
@@ -176,7 +209,14 @@ class Vocabulary(Registrable):
             if limit is not None:
                 ranked = ranked[:limit]
             threshold = min_count.get(namespace, 1)
-            self.add_tokens_to_namespace([token for token, count in ranked if count >= threshold], namespace)
+            known = set(pretrained[namespace]) if pretrained and namespace in pretrained else None
+            if known is None:
+                kept = [token for token, count in ranked if count >= threshold]
+            elif only_include_pretrained_words:
+                kept = [token for token, count in ranked if token in known and count >= threshold]
+            else:
+                kept = [token for token, count in ranked if token in known or count >= threshold]
+            self.add_tokens_to_namespace(kept, namespace)
 
     def add_token_to_namespace(self, token: str, namespace: str = "tokens") -> int:
         """Add `token` if it is new; its id either way."""
@@ -298,6 +338,24 @@ class Vocabulary(Registrable):
     def __repr__(self) -> str:
         sizes = ", ".join(f"{namespace}: {len(tokens)}" for namespace, tokens in self._index_to_token.items())
         return f"Vocabulary({sizes})"
+
+
+def read_pretrained_tokens(path: Union[str, Path], key: str) -> List[str]:
+    """The tokens of an embedding text file (GloVe or word2vec text format, optionally gzipped): the
+    first space-separated item of each line, in file order."""
+    file_path = Path(path).expanduser()
+    if not file_path.is_file():
+        raise ConfigurationError(f"{key}: {str(path)!r} is not a file (resolved to {file_path.resolve()}).")
+    opener = gzip.open if file_path.suffix == ".gz" else open
+    tokens = []
+    with opener(file_path, "rt", encoding="utf-8") as file:  # type: ignore[operator]
+        for line_number, line in enumerate(file, start=1):
+            items = line.rstrip("\n").split(" ")
+            if line_number == 1 and len(items) == 2 and all(item.isdigit() for item in items):
+                continue  # word2vec's header: the number of tokens and the dimension
+            if items[0]:
+                tokens.append(items[0])
+    return tokens
 
 
 def _write_lines(path: Path, lines: Iterable[str]) -> None:

@@ -106,13 +106,14 @@ class TrainModel(Registrable):
         paths = {"train": train_data_path, "validation": validation_data_path, "test": test_data_path}
         if evaluate_on_test and test_data_path is None:
             raise ConfigurationError("evaluate_on_test: true needs a test_data_path.")
-        datasets: Dict[str, List[Any]] = {}
+        datasets: Dict[str, Any] = {}
         for name, path in paths.items():
             if path is None:
                 continue
             reader = dataset_reader if name == "train" else evaluation_reader
             started = time.perf_counter()
-            datasets[name] = reader.read(path)
+            # Columnar and memory-mapped, from the data cache when this reader has read this file before.
+            datasets[name] = reader.read_columnar(path)
             logger.info("Read %d %s instances from %s in %.1fs", len(datasets[name]), name, path,
                         time.perf_counter() - started)
             if not datasets[name]:
@@ -132,11 +133,12 @@ class TrainModel(Registrable):
             vocab = Vocabulary.from_files(str(vocab_dir))
             logger.info("Loaded the run's vocabulary from %s", vocab_dir)
         else:
-            vocab = vocabulary.construct(instances=[instance for name in for_vocab for instance in datasets[name]])
+            # Each columnar dataset counts its items as its instances would (from its stored counts).
+            vocab = vocabulary.construct(instances=[datasets[name] for name in for_vocab])
             vocab.save_to_files(str(vocab_dir))
 
         built_model = model.construct(vocab=vocab, serialization_dir=serialization_dir)
-        indexed = {name: [instance.index(vocab) for instance in instances] for name, instances in datasets.items()}
+        indexed = {name: dataset.indexed(vocab) for name, dataset in datasets.items()}
 
         train_loader = data_loader.construct(instances=indexed["train"])
         evaluation_config = (validation_data_loader or data_loader).params

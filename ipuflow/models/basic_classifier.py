@@ -18,7 +18,11 @@ from ipuflow.models.model import Model
 class BasicClassifier(Classifier):
     """Classifies a text from its `tokens` (ids from the vocabulary's `namespace`, 0 = padding) and
     `tokens_mask`: token embeddings of `embedding_dim`, an `encoder` (`bag_of_embeddings`, `cnn`,
-    `lstm`, ...) to one vector, dropout, and a linear layer to the label scores."""
+    `lstm`, ...) to one vector, dropout, and a linear layer to the label scores.
+
+    With `text_pair: true` it classifies a pair of texts (premise/hypothesis, question/context)
+    from `tokens` and `tokens_pair` (as a reader's `text_pair_key` gives): both are encoded by the
+    same encoder into u and v, and [u; v; |u - v|; u * v] is classified."""
 
     default_predictor = "text_classifier"
 
@@ -31,6 +35,7 @@ class BasicClassifier(Classifier):
         namespace: str = "tokens",
         label_namespace: str = "labels",
         metrics: Optional[Dict[str, Metric]] = None,
+        text_pair: bool = False,
     ) -> None:
         super().__init__(vocab, label_namespace=label_namespace, metrics=metrics)
         if encoder.get_input_dim() != embedding_dim:
@@ -42,7 +47,8 @@ class BasicClassifier(Classifier):
         self.embedding = torch.nn.Embedding(vocab.get_vocab_size(namespace), embedding_dim, padding_idx=0)
         self.encoder = encoder
         self.dropout = torch.nn.Dropout(dropout)
-        self.output = torch.nn.Linear(encoder.get_output_dim(), self.num_labels)
+        self.text_pair = text_pair
+        self.output = torch.nn.Linear(encoder.get_output_dim() * (4 if text_pair else 1), self.num_labels)
 
     @classmethod
     def from_partial_objects(
@@ -54,6 +60,7 @@ class BasicClassifier(Classifier):
         namespace: str = "tokens",
         label_namespace: str = "labels",
         metrics: Optional[Dict[str, Metric]] = None,
+        text_pair: bool = False,
     ) -> "BasicClassifier":
         """The config constructor: the encoder's `input_dim` defaults to `embedding_dim`."""
         return cls(
@@ -64,11 +71,23 @@ class BasicClassifier(Classifier):
             namespace=namespace,
             label_namespace=label_namespace,
             metrics=metrics,
+            text_pair=text_pair,
         )
 
     def forward(  # type: ignore[override]
-        self, tokens: torch.Tensor, tokens_mask: torch.Tensor, label: Optional[torch.Tensor] = None
+        self,
+        tokens: torch.Tensor,
+        tokens_mask: torch.Tensor,
+        label: Optional[torch.Tensor] = None,
+        tokens_pair: Optional[torch.Tensor] = None,
+        tokens_pair_mask: Optional[torch.Tensor] = None,
     ) -> Dict[str, torch.Tensor]:
         """`logits` and `probs` for each row, and `loss` given labels."""
         encoded = self.encoder(self.embedding(tokens), tokens_mask.to(torch.bool))
+        if self.text_pair:
+            if tokens_pair is None or tokens_pair_mask is None:
+                raise ValueError("A basic_classifier with text_pair needs `tokens_pair` batches: set the reader's "
+                                 "text_pair_key (or text_pair_column).")
+            paired = self.encoder(self.embedding(tokens_pair), tokens_pair_mask.to(torch.bool))
+            encoded = torch.cat([encoded, paired, (encoded - paired).abs(), encoded * paired], dim=-1)
         return self.classification_outputs(self.output(self.dropout(encoded)), label)

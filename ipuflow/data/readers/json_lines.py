@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
-from typing import Any, Dict, Iterator, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from ipuflow.config import ConfigurationError
 from ipuflow.data.readers.text_lines import utf8_lines
@@ -30,3 +31,43 @@ def require_key(record: Dict[str, Any], key: str, where: str) -> Any:
     if key not in record:
         raise ConfigurationError(f"{where}: no key {key!r} (keys found: {sorted(record)}).")
     return record[key]
+
+
+
+def json_line_chunks(path: Path, size: int) -> Iterator[Tuple[int, List[str]]]:
+    """(first line number, lines) for runs of `size` raw lines of the file at `path`; text that is
+    not UTF-8 stops with the error `read_json_lines` gives, naming its line."""
+    with open(path, encoding="utf-8") as file:
+        first = 1
+        try:
+            while True:
+                lines = list(itertools.islice(file, size))
+                if not lines:
+                    return
+                yield first, lines
+                first += len(lines)
+        except UnicodeDecodeError:
+            pass
+    raise_first_error(path)
+
+
+def parse_json_chunk(lines: List[str]) -> Optional[List[Dict[str, Any]]]:
+    """The objects of JSON lines (blank lines skipped), parsed by one call of the JSON parser; None
+    when any line is not a JSON object (then `raise_first_error` names it)."""
+    lines = [line for line in lines if not line.isspace()]
+    if not lines:
+        return []
+    try:
+        records = json.loads("[" + ",".join(lines) + "]")
+    except json.JSONDecodeError:
+        return None
+    if len(records) != len(lines) or not all(type(record) is dict for record in records):
+        return None
+    return records
+
+
+def raise_first_error(path: Path) -> None:
+    """Read the file at `path` line by line and raise the error of its first bad line."""
+    for _ in read_json_lines(path):
+        pass
+    raise ConfigurationError(f"{path}: not valid JSON lines.")  # a chunk failed that no single line explains

@@ -32,8 +32,9 @@ class TensorClassificationReader(DatasetReader):
         feature_dim: Optional[int] = None,
         max_instances: Optional[int] = None,
         label_namespace: str = "labels",
+        **kwargs: Any,
     ) -> None:
-        super().__init__(max_instances=max_instances)
+        super().__init__(max_instances=max_instances, **kwargs)
         if feature_dim is not None and feature_dim < 1:
             raise ConfigurationError(f"dataset_reader.feature_dim: expected a positive int or null, found {feature_dim}.")
         self.features_key = features_key

@@ -34,8 +34,9 @@ class TextClassificationCsvReader(DatasetReader):
         max_tokens: Optional[int] = None,
         label_namespace: str = "labels",
         keep_text: bool = True,
+        **kwargs: Any,
     ) -> None:
-        super().__init__(max_instances=max_instances)
+        super().__init__(max_instances=max_instances, **kwargs)
         if len(delimiter) != 1:
             raise ConfigurationError(f"dataset_reader.delimiter: expected one character, found {delimiter!r}.")
         if max_tokens is not None and max_tokens < 1:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, List, Optional, Tuple
+import hashlib
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ipuflow.config import ConfigurationError
+from ipuflow.data.columnar.builder import TOKEN_IDS, FieldBatch
+from ipuflow.data.columnar.fingerprint import object_fingerprint
 from ipuflow.data.fields import TextField
 from ipuflow.data.local_pretrained import import_transformers_offline, resolve_local_pretrained
 from ipuflow.data.tokenizers.tokenizer import Tokenizer
@@ -41,10 +44,13 @@ class PretrainedTransformerTokenizer(Tokenizer):
         """The id the model expects for padding (the data loader pads with 0 and a mask instead)."""
         return self._tokenizer.pad_token_id
 
+    def _limit(self, max_length: Optional[int]) -> Optional[int]:
+        limits = [limit for limit in (self.max_length, max_length) if limit is not None]
+        return min(limits) if limits else None
+
     def encode(self, text: str, max_length: Optional[int] = None) -> Tuple[List[str], List[int]]:
         """The tokens and ids of `text`, truncated to `max_length` (or the tokenizer's limit)."""
-        limits = [limit for limit in (self.max_length, max_length) if limit is not None]
-        limit = min(limits) if limits else None
+        limit = self._limit(max_length)
         ids: List[int] = self._tokenizer(
             text,
             add_special_tokens=self.add_special_tokens,
@@ -52,6 +58,29 @@ class PretrainedTransformerTokenizer(Tokenizer):
             max_length=limit,
         )["input_ids"]
         return self._tokenizer.convert_ids_to_tokens(ids), ids
+
+    def batch_field(self, texts: Sequence[str], max_tokens: Optional[int] = None, namespace: str = "tokens") -> FieldBatch:
+        """The ids of many texts from one batched call of the tokenizer (a fast tokenizer
+        tokenizes the batch in parallel, outside the Python interpreter)."""
+        limit = self._limit(max_tokens)
+        ids = self._tokenizer(
+            list(texts),
+            add_special_tokens=self.add_special_tokens,
+            truncation=limit is not None,
+            max_length=limit,
+            return_attention_mask=False,
+            return_token_type_ids=False,
+        )["input_ids"]
+        return FieldBatch(TOKEN_IDS, ids)
+
+    def fingerprint(self) -> Dict[str, Any]:
+        """The settings, plus a hash of the tokenizer itself (its vocabulary and rules), so that a
+        changed tokenizer directory never reuses cached ids."""
+        description = object_fingerprint(self)
+        backend = getattr(self._tokenizer, "backend_tokenizer", None)
+        content = backend.to_str() if backend is not None else repr(sorted(self._tokenizer.get_vocab().items()))
+        description["tokenizer_sha256"] = hashlib.sha256(content.encode("utf-8")).hexdigest()
+        return description
 
     def tokenize(self, text: str) -> List[str]:
         """The word pieces of `text`, with the special tokens."""

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import re
-from typing import List
+from typing import List, Optional, Sequence
 
 from ipuflow.config import ConfigurationError
+from ipuflow.data.columnar.builder import TOKENS, FieldBatch
 from ipuflow.data.tokenizers.tokenizer import Tokenizer
 
 WORDS_AND_PUNCTUATION = r"\w+(?:'\w+)?|[^\w\s]"
@@ -33,3 +34,12 @@ class RegexTokenizer(Tokenizer):
     def tokenize(self, text: str) -> List[str]:
         """The matches of the pattern in `text`."""
         return self._regex.findall(text.lower() if self.lowercase else text)
+
+    def batch_field(self, texts: Sequence[str], max_tokens: Optional[int] = None, namespace: str = "tokens") -> FieldBatch:
+        """The matches of many texts (each cut to `max_tokens`), in one tight loop."""
+        findall = self._regex.findall
+        if self.lowercase:
+            tokens = [findall(text.lower())[:max_tokens] for text in texts]
+        else:
+            tokens = [findall(text)[:max_tokens] for text in texts]
+        return FieldBatch(TOKENS, tokens, namespace)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import List, Optional, Sequence
 
 from ipuflow.config import Registrable
+from ipuflow.data.columnar.builder import TOKENS, FieldBatch
 from ipuflow.data.fields import TextField
 
 
@@ -26,3 +27,11 @@ class Tokenizer(Registrable):
         """
         tokens = self.tokenize(text)
         return TextField(tokens if max_tokens is None else tokens[:max_tokens], namespace=namespace)
+
+    def batch_field(self, texts: Sequence[str], max_tokens: Optional[int] = None, namespace: str = "tokens") -> FieldBatch:
+        """The tokens of many texts at once (each cut to `max_tokens`), as a column of a columnar
+        dataset; the same tokens `text_field` gives one text at a time."""
+        tokenize = self.tokenize
+        if max_tokens is None:
+            return FieldBatch(TOKENS, [tokenize(text) for text in texts], namespace)
+        return FieldBatch(TOKENS, [tokenize(text)[:max_tokens] for text in texts], namespace)

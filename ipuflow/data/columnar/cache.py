@@ -1,0 +1,141 @@
+"""The on-disk cache of built columnar datasets, safe when several processes build at once.
+
+An entry is a directory named by a hash of everything the data depends on (the reader's and
+tokenizer's settings, the data file's identity and the column format version). Builders take an
+exclusive file lock on the entry's key, so under torchrun one rank builds while the others wait
+and then map the finished entry; an entry is built under a temporary name and renamed into place
+when complete, so a crash never leaves a half-built entry that a later run would trust.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterator, Mapping, Optional
+
+from ipuflow.data.columnar.builder import META_FILE
+from ipuflow.data.columnar.dataset import ColumnarDataset
+
+try:  # POSIX; elsewhere concurrent builders are not serialised (each builds its own copy)
+    import fcntl
+except ImportError:  # pragma: no cover
+    fcntl = None  # type: ignore[assignment]
+
+logger = logging.getLogger(__name__)
+
+CACHE_DIR_ENV = "IPUFLOW_DATA_CACHE_DIR"
+"""Environment variable: the cache directory (wins over `dataset_reader.cache_directory`)."""
+NO_CACHE_ENV = "IPUFLOW_NO_DATA_CACHE"
+"""Environment variable: set to 1 (as `ipuflow train --no-cache` does) to build every dataset afresh."""
+HASHED_BYTES = 1 << 20
+"""How much of a data file's head and of its tail is hashed into its identity."""
+
+
+def default_cache_directory() -> Path:
+    """`$IPUFLOW_DATA_CACHE_DIR`, else `$XDG_CACHE_HOME/ipuflow/data` (`~/.cache/ipuflow/data`)."""
+    if os.environ.get(CACHE_DIR_ENV):
+        return Path(os.environ[CACHE_DIR_ENV]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "ipuflow" / "data"
+
+
+@dataclass
+class DataCache:
+    """Where built datasets are cached, and whether at all."""
+
+    directory: Optional[Path] = None
+    enabled: bool = True
+
+    @classmethod
+    def from_settings(cls, directory: Optional[str], enabled: bool) -> "DataCache":
+        """The cache for these config settings; the environment variables override them."""
+        if os.environ.get(NO_CACHE_ENV, "").strip() not in ("", "0", "false", "False"):
+            enabled = False
+        if os.environ.get(CACHE_DIR_ENV):
+            return cls(default_cache_directory(), enabled)
+        return cls(Path(directory).expanduser() if directory else default_cache_directory(), enabled)
+
+
+def file_identity(path: Path) -> Dict[str, Any]:
+    """What identifies a data file's content for the cache: its size, modification time (ns) and a
+    SHA-256 of its first and last MiB (the whole file when it is under 2 MiB)."""
+    stat = path.stat()
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        digest.update(file.read(HASHED_BYTES))
+        if stat.st_size > HASHED_BYTES:
+            file.seek(max(HASHED_BYTES, stat.st_size - HASHED_BYTES))
+            digest.update(file.read(HASHED_BYTES))
+    return {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "head_tail_sha256": digest.hexdigest()}
+
+
+def cache_key(parts: Mapping[str, Any]) -> str:
+    """The entry name for these key parts (any JSON-serialisable description)."""
+    text = json.dumps(parts, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:40]
+
+
+@contextlib.contextmanager
+def _exclusive(lock_path: Path) -> Iterator[None]:
+    with open(lock_path, "a+") as lock:
+        if fcntl is not None:
+            started = time.monotonic()
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                logger.info("Waiting for another process to finish building %s", lock_path.with_suffix(""))
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                logger.info("Waited %.1fs for the data cache", time.monotonic() - started)
+        try:
+            yield
+        finally:
+            if fcntl is not None:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def cached_dataset(cache: DataCache, key_parts: Mapping[str, Any], build: Callable[[Path], None],
+                   description: str = "") -> ColumnarDataset:
+    """The dataset `build(directory)` writes, from the cache when an entry for `key_parts` exists.
+
+    Without a cache the dataset is built in a temporary directory, which is removed as soon as its
+    files are mapped (the maps stay valid until the dataset is dropped).
+    """
+    if not cache.enabled or cache.directory is None:
+        scratch = Path(tempfile.mkdtemp(prefix="ipuflow-data-"))
+        try:
+            build(scratch)
+            return ColumnarDataset(scratch)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+    cache.directory.mkdir(parents=True, exist_ok=True)
+    key = cache_key(key_parts)
+    entry = cache.directory / key
+    if (entry / META_FILE).is_file():
+        logger.info("Loaded %s from the data cache (%s)", description or "a dataset", entry)
+        return ColumnarDataset(entry)
+    with _exclusive(cache.directory / f"{key}.lock"):
+        if not (entry / META_FILE).is_file():  # another process may have built it while this one waited
+            partial = Path(tempfile.mkdtemp(prefix=f"{key}.partial-", dir=cache.directory))
+            try:
+                started = time.perf_counter()
+                build(partial)
+                with open(partial / "key.json", "w", encoding="utf-8") as file:
+                    json.dump(key_parts, file, indent=1, sort_keys=True, default=str)
+                if entry.exists():  # an incomplete entry from an older, interrupted layout
+                    shutil.rmtree(entry)
+                os.replace(partial, entry)
+                logger.info("Built %s in %.1fs and cached it in %s", description or "a dataset",
+                            time.perf_counter() - started, entry)
+            finally:
+                shutil.rmtree(partial, ignore_errors=True)
+        else:
+            logger.info("Loaded %s from the data cache (%s)", description or "a dataset", entry)
+    return ColumnarDataset(entry)

@@ -1,0 +1,144 @@
+"""A columnar dataset mapped from disk: what the data loader gathers batches from."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Dict, List, Optional
+
+import numpy
+
+from ipuflow.config import ConfigurationError
+from ipuflow.data.collate import FLOAT_VECTOR, INT_SCALAR, INT_SEQUENCE, PackedField
+from ipuflow.data.columnar.builder import FORMAT_VERSION, LABELS, META_FILE, TOKEN_IDS, TOKENS, VECTORS
+from ipuflow.data.fields import VocabCounter
+
+if TYPE_CHECKING:
+    from ipuflow.data.vocabulary import Vocabulary
+
+
+def _map(path: Path, dtype: str, count: int, shape: Optional[List[int]] = None) -> numpy.ndarray:
+    """The array in the file at `path`, memory-mapped read-only (an empty file gives an empty array)."""
+    full_shape = (count, *(shape or []))
+    if count == 0 or path.stat().st_size == 0:
+        return numpy.zeros(full_shape, dtype=dtype)
+    return numpy.memmap(path, dtype=dtype, mode="r", shape=full_shape)
+
+
+class ColumnarDataset(Sequence):
+    """Indexed instances held as memory-mapped columns (see `ColumnarBuilder`).
+
+    Token and label strings are stored as type ids of their namespace; `count_vocab_items` gives the
+    type counts (for building a vocabulary), and `indexed(vocab)` a view whose items and packed
+    fields carry vocabulary ids. Items (`dataset[i]`) are built on demand, for inspection: the data
+    loader gathers whole batches from `packed_fields()` instead.
+    """
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = Path(directory)
+        with open(self.directory / META_FILE, encoding="utf-8") as file:
+            meta = json.load(file)
+        if meta.get("format") != FORMAT_VERSION:
+            raise ConfigurationError(f"{self.directory}: a columnar dataset of format {meta.get('format')}, expected {FORMAT_VERSION}.")
+        self.size: int = meta["size"]
+        self.fields: List[Dict[str, Any]] = meta["fields"]
+        self._arrays: Dict[str, Dict[str, numpy.ndarray]] = {}
+        for field in self.fields:
+            prefix = self.directory / field["prefix"]
+            arrays = {}
+            if field["kind"] in (TOKENS, TOKEN_IDS):
+                arrays["values"] = _map(prefix.with_suffix(".values"), field["dtype"], field["tokens"])
+                arrays["offsets"] = _map(prefix.with_suffix(".offsets"), "int64", self.size)
+            else:
+                arrays["values"] = _map(prefix.with_suffix(".values"), field["dtype"], self.size, field["shape"])
+            self._arrays[field["name"]] = arrays
+        self._types: Dict[str, List[str]] = {}
+        self._counts: Dict[str, numpy.ndarray] = {}
+        for namespace, stem in meta["namespaces"].items():
+            with open(self.directory / f"{stem}.json", encoding="utf-8") as file:
+                self._types[namespace] = json.load(file)
+            self._counts[namespace] = numpy.fromfile(self.directory / f"{stem}.counts", dtype=numpy.int64)
+        self._lookups: Optional[Dict[str, numpy.ndarray]] = None
+
+    # ------------------------------------------------------------------------------ vocabulary
+
+    @property
+    def instance_count(self) -> int:
+        """How many instances this dataset holds (what a vocabulary's log counts)."""
+        return self.size
+
+    def count_vocab_items(self, counter: VocabCounter) -> None:
+        """Add every namespace's item counts to `counter`, as counting each instance would."""
+        for namespace, types in self._types.items():
+            counts = self._counts[namespace]
+            namespace_counter = counter.setdefault(namespace, Counter())
+            for token, count in zip(types, counts.tolist()):
+                namespace_counter[token] += count
+
+    def indexed(self, vocab: "Vocabulary") -> "ColumnarDataset":
+        """This dataset with token and label type ids mapped to `vocab`'s ids (unknown tokens of a
+        padded namespace to its OOV id; an unknown label is an error)."""
+        other = object.__new__(ColumnarDataset)
+        other.__dict__.update(self.__dict__)
+        other._lookups = {
+            namespace: numpy.asarray(vocab.get_token_indices(types, namespace), dtype=numpy.int64)
+            for namespace, types in self._types.items()
+        }
+        return other
+
+    # ---------------------------------------------------------------------------------- access
+
+    def packed_fields(self) -> List[PackedField]:
+        """The fields as the data loader's collator gathers them (vocabulary ids once `indexed`)."""
+        packed = []
+        for field in self.fields:
+            arrays = self._arrays[field["name"]]
+            lookup = self._lookup(field)
+            if field["kind"] in (TOKENS, TOKEN_IDS):
+                offsets = arrays["offsets"]
+                lengths = numpy.diff(offsets, append=numpy.int64(field["tokens"])) if self.size else numpy.zeros(0, dtype=numpy.int64)
+                packed.append(PackedField(field["name"], INT_SEQUENCE, values=arrays["values"], offsets=offsets,
+                                          lengths=lengths, lookup=lookup))
+            elif field["kind"] == VECTORS:
+                packed.append(PackedField(field["name"], FLOAT_VECTOR, values=arrays["values"]))
+            else:
+                packed.append(PackedField(field["name"], INT_SCALAR, values=arrays["values"], lookup=lookup))
+        return packed
+
+    def _lookup(self, field: Dict[str, Any]) -> Optional[numpy.ndarray]:
+        if field["kind"] not in (TOKENS, LABELS):
+            return None
+        if self._lookups is None:
+            raise RuntimeError(f"Field {field['name']!r} holds type ids: index the dataset with a vocabulary first (indexed(vocab)).")
+        return self._lookups[field["namespace"]]
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, index: int) -> Dict[str, Any]:  # type: ignore[override]
+        """The indexed instance at `index` (field name → list of ids, id or float vector)."""
+        if isinstance(index, slice):
+            raise TypeError("ColumnarDataset items are taken one at a time.")
+        if not -self.size <= index < self.size:
+            raise IndexError(f"index {index} out of range for {self.size} instances")
+        index %= self.size
+        instance: Dict[str, Any] = {}
+        for field in self.fields:
+            arrays = self._arrays[field["name"]]
+            lookup = self._lookup(field)
+            if field["kind"] in (TOKENS, TOKEN_IDS):
+                start = int(arrays["offsets"][index])
+                end = int(arrays["offsets"][index + 1]) if index + 1 < self.size else field["tokens"]
+                ids = numpy.asarray(arrays["values"][start:end])
+                instance[field["name"]] = (lookup[ids] if lookup is not None else ids).tolist()
+            elif field["kind"] == VECTORS:
+                instance[field["name"]] = numpy.array(arrays["values"][index])
+            else:
+                value = int(arrays["values"][index])
+                instance[field["name"]] = int(lookup[value]) if lookup is not None else value
+        return instance
+
+    def __repr__(self) -> str:
+        return f"ColumnarDataset({self.size} instances, fields {[field['name'] for field in self.fields]}, at {self.directory})"
