@@ -242,7 +242,7 @@ def test_pretrained_tokenizer_tokenizes_a_batch_in_one_call_as_text_by_text(cach
         ('{"text": 5, "label": "x"}\n', r"bad\.jsonl:1: the text 'text' must be a string, found 5"),
         ('{"text": "a", "label": true}\n', r"bad\.jsonl:1: the label 'label' must be a string or an int"),
         ('{"text": "a", "label": "x"}\n\n{"text": "b"}\n', r"bad\.jsonl:3: this record has no label 'label' but the record at line 1 has"),
-        (b'{"text": "a", "label": "x"}\n{"text": "\xff", "label": "x"}\n', r"bad\.jsonl: not UTF-8"),
+        (b'{"text": "a", "label": "x"}\n{"text": "\xff", "label": "x"}\n', r"bad\.jsonl:2: not UTF-8"),
     ],
 )
 def test_columnar_reading_names_the_file_and_line_of_a_bad_record(cache_dir, tmp_path, content, message):
