@@ -239,8 +239,6 @@ class PoptorchExecutor(StepExecutor):
             return self
         if self._inference is None:
             shared = dataclasses.asdict(self._options.as_inference())
-            if shared["precision"] == "fp16":
-                shared["precision"] = "fp32"  # the model is already fp16; do not convert twice
             self._inference = PoptorchExecutor(model=self._model, **self._arguments, **shared)
         return self._inference
 
@@ -270,16 +268,26 @@ class PoptorchExecutor(StepExecutor):
                 "A poptorch executor holds one executable for one input signature; this batch differs "
                 "from the compiled one. Use a fixed max_length instead of length_buckets with poptorch."
             )
+        sample_batch = self._device_inputs(sample_batch)
         self._spec = InputSpec(sample_batch, self._plan)
         self._place_layers()
         self._poplar.compile(**sample_batch)
 
+    def _device_inputs(self, batch: Batch) -> Batch:
+        """The batch as the device takes it: a half model (precision fp16) gets fp32 inputs as fp16,
+        as a half model on the host would need them (the cast is the host's, before the transfer)."""
+        if self._options.precision != "fp16":
+            return batch
+        return {key: value.half() if isinstance(value, torch.Tensor) and value.dtype == torch.float32 else value
+                for key, value in batch.items()}
+
     def accepts(self, batch: Batch) -> bool:
         """Whether `batch` has the compiled signature (a call would run without compiling)."""
-        return self._spec is not None and self._poplar.isCompiled() and self._spec.matches(batch)
+        return self._spec is not None and self._poplar.isCompiled() and self._spec.matches(self._device_inputs(batch))
 
     def __call__(self, batch: Batch) -> StepResult:
         """Run one host call on a combined batch of CPU tensors, compiling first if needed."""
+        batch = self._device_inputs(batch)
         spec = self._spec
         if spec is None or not self._poplar.isCompiled():
             self.compile(batch)

@@ -55,8 +55,11 @@ class DataLoaderMode(enum.IntEnum):
 
 
 class PipelinedExecution:
-    def __init__(self, *stages: Any) -> None:
-        self.stages = stages
+    def __init__(self, *args: Any) -> None:
+        for arg in args:
+            if not isinstance(arg, (AutoStage, str, list, tuple)):
+                raise AssertionError(f"PipelinedExecution takes an AutoStage or stages / block ids, got {arg!r}")
+        self.stages = args
 
 
 class ShardedExecution(PipelinedExecution):
@@ -68,12 +71,14 @@ class TensorLocationSettings:
         self.on_chip: Optional[bool] = None
         self.replicated_tensor_sharding: Optional[bool] = None
 
-    def useOnChipStorage(self, on_chip: bool = True) -> "TensorLocationSettings":
-        self.on_chip = on_chip
+    def useOnChipStorage(self, use: bool = True) -> "TensorLocationSettings":
+        assert use is None or isinstance(use, bool)
+        self.on_chip = use
         return self
 
-    def useReplicatedTensorSharding(self, enabled: bool = True) -> "TensorLocationSettings":
-        self.replicated_tensor_sharding = enabled
+    def useReplicatedTensorSharding(self, use: bool = True) -> "TensorLocationSettings":
+        assert isinstance(use, bool)
+        self.replicated_tensor_sharding = use
         return self
 
 
@@ -90,50 +95,53 @@ class _Recorder:
         self._owner.calls.append((self._prefix + name, args))
 
 
-class _Training(_Recorder):
+class _TrainingOptions(_Recorder):
     def __init__(self, owner: "Options") -> None:
         super().__init__(owner, "Training.")
         object.__setattr__(self, "gradient_accumulation", 1)
         object.__setattr__(self, "reduction_type", ReductionType.Mean)
         object.__setattr__(self, "auto_loss_scaling", False)
 
-    def gradientAccumulation(self, steps: int) -> "_Training":
-        self._record("gradientAccumulation", steps)
-        object.__setattr__(self, "gradient_accumulation", steps)
+    def gradientAccumulation(self, gradient_accumulation: int) -> "_TrainingOptions":
+        self._record("gradientAccumulation", gradient_accumulation)
+        object.__setattr__(self, "gradient_accumulation", gradient_accumulation)
         return self
 
-    def accumulationAndReplicationReductionType(self, reduction: ReductionType) -> "_Training":
-        self._record("accumulationAndReplicationReductionType", reduction)
-        if reduction == ReductionType.NoReduction:
-            raise ValueError("NoReduction is not supported for accumulationAndReplicationReductionType")
-        object.__setattr__(self, "reduction_type", reduction)
+    def accumulationAndReplicationReductionType(self, reduction_type: ReductionType) -> "_TrainingOptions":
+        self._record("accumulationAndReplicationReductionType", reduction_type)
+        if not isinstance(reduction_type, ReductionType) or reduction_type == ReductionType.NoReduction:
+            raise ValueError("accumulationAndReplicationReductionType must be set to poptorch.ReductionType.Mean or poptorch.ReductionType.Sum")
+        object.__setattr__(self, "reduction_type", reduction_type)
         return self
 
-    def setAutomaticLossScaling(self, enabled: bool) -> "_Training":
+    def setAutomaticLossScaling(self, enabled: bool) -> "_TrainingOptions":
         self._record("setAutomaticLossScaling", enabled)
         object.__setattr__(self, "auto_loss_scaling", enabled)
         return self
 
 
-class _Precision(_Recorder):
+class _PrecisionOptions(_Recorder):
     def __init__(self, owner: "Options") -> None:
         super().__init__(owner, "Precision.")
 
-    def setPartialsType(self, dtype: torch.dtype) -> "_Precision":
+    def setPartialsType(self, dtype: torch.dtype) -> "_PrecisionOptions":
         self._record("setPartialsType", dtype)
+        if dtype not in (torch.float, torch.float32, torch.half, torch.float16):
+            raise ValueError("parameter to setPartialsType should be either torch.float or torch.half")
         return self
 
-    def enableStochasticRounding(self, enabled: bool) -> "_Precision":
+    def enableStochasticRounding(self, enabled: bool) -> "_PrecisionOptions":
         self._record("enableStochasticRounding", enabled)
         return self
 
 
-class _TensorLocations(_Recorder):
+class _TensorLocationOptions(_Recorder):
     def __init__(self, owner: "Options") -> None:
         super().__init__(owner, "TensorLocations.")
 
-    def setOptimizerLocation(self, settings: TensorLocationSettings) -> "_TensorLocations":
-        self._record("setOptimizerLocation", settings)
+    def setOptimizerLocation(self, location: TensorLocationSettings) -> "_TensorLocationOptions":
+        self._record("setOptimizerLocation", location)
+        assert isinstance(location, TensorLocationSettings)
         return self
 
 
@@ -148,9 +156,21 @@ class Options:
         self.output_mode = OutputMode.Default
         self.output_return_period = 1
         self.random_seed: Optional[int] = None
-        self.Training = _Training(self)
-        self.Precision = _Precision(self)
-        self.TensorLocations = _TensorLocations(self)
+        self._training = _TrainingOptions(self)
+        self._precision = _PrecisionOptions(self)
+        self._tensor_locations = _TensorLocationOptions(self)
+
+    @property
+    def Training(self) -> _TrainingOptions:
+        return self._training
+
+    @property
+    def Precision(self) -> _PrecisionOptions:
+        return self._precision
+
+    @property
+    def TensorLocations(self) -> _TensorLocationOptions:
+        return self._tensor_locations
 
     def _record(self, name: str, *args: Any) -> None:
         if self._frozen:
@@ -158,45 +178,52 @@ class Options:
         self.calls.append((name, args))
 
     def called(self, name: str) -> List[tuple]:
-        """The arguments of every call to setter `name` (a test helper)."""
+        """The arguments of every call to setter `name` (a test helper, not poptorch's)."""
         return [args for call, args in self.calls if call == name]
 
-    def deviceIterations(self, count: int) -> "Options":
-        self._record("deviceIterations", count)
-        self.device_iterations = count
+    def deviceIterations(self, device_iterations: int) -> "Options":
+        self._record("deviceIterations", device_iterations)
+        self.device_iterations = device_iterations
         return self
 
-    def replicationFactor(self, count: int) -> "Options":
-        self._record("replicationFactor", count)
-        self.replication_factor = count
+    def replicationFactor(self, replication_factor: int) -> "Options":
+        self._record("replicationFactor", replication_factor)
+        self.replication_factor = replication_factor
         return self
 
-    def outputMode(self, mode: OutputMode, output_return_period: Optional[int] = None) -> "Options":
-        self._record("outputMode", mode, output_return_period)
-        self.output_mode = mode
+    def outputMode(self, output_mode: OutputMode, output_return_period: Optional[int] = None) -> "Options":
+        self._record("outputMode", output_mode, output_return_period)
+        assert isinstance(output_mode, OutputMode)
+        if output_mode == OutputMode.EveryN:
+            assert output_return_period and output_return_period > 0, "EveryN anchor must have output_return_period set to valid positive integer"
+        self.output_mode = output_mode
         self.output_return_period = output_return_period or 1
         return self
 
-    def randomSeed(self, seed: int) -> "Options":
-        self._record("randomSeed", seed)
-        self.random_seed = seed
-        torch.manual_seed(seed)
+    def randomSeed(self, random_seed: int) -> "Options":
+        self._record("randomSeed", random_seed)
+        assert isinstance(random_seed, int)
+        torch.manual_seed(random_seed)
+        self.random_seed = random_seed
         return self
 
-    def autoRoundNumIPUs(self, enabled: bool) -> "Options":
-        self._record("autoRoundNumIPUs", enabled)
+    def autoRoundNumIPUs(self, auto_round_num_ipus: bool = True) -> "Options":
+        self._record("autoRoundNumIPUs", auto_round_num_ipus)
         return self
 
     def enableExecutableCaching(self, path: str) -> "Options":
         self._record("enableExecutableCaching", path)
         return self
 
-    def setAvailableMemoryProportion(self, proportions: Dict[str, float]) -> "Options":
-        self._record("setAvailableMemoryProportion", proportions)
+    def setAvailableMemoryProportion(self, available_memory_proportion: Dict[str, float]) -> "Options":
+        self._record("setAvailableMemoryProportion", available_memory_proportion)
+        for key in available_memory_proportion:
+            assert key.startswith("IPU"), f"Available memory proportions are expected to be in a dictionary of {{\"IPU0\": 0.5}}. Invalid key: {key}"
         return self
 
     def setExecutionStrategy(self, strategy: PipelinedExecution) -> "Options":
         self._record("setExecutionStrategy", strategy)
+        assert isinstance(strategy, PipelinedExecution)
         return self
 
     def defaultOutputMode(self) -> bool:
@@ -233,13 +260,17 @@ def recomputationCheckpoint(*tensors: torch.Tensor) -> Any:
     return tensors[0] if len(tensors) == 1 else tensors
 
 
-def set_available_memory(tensor: torch.Tensor, proportion: float) -> torch.Tensor:
+def set_available_memory(tensor: torch.Tensor, available_memory_proportion: float) -> torch.Tensor:
     return tensor
 
 
-def BeginBlock(module: torch.nn.Module, user_id: Optional[str] = None, ipu_id: Optional[int] = None) -> torch.nn.Module:
-    module.poptorch_block = (user_id, ipu_id)  # type: ignore[attr-defined]
-    return module
+def BeginBlock(layer_to_call: torch.nn.Module, user_id: Optional[str] = None, ipu_id: Optional[int] = None) -> torch.nn.Module:
+    if not isinstance(layer_to_call, torch.nn.Module):
+        raise RuntimeError("module is not an instance of torch.nn.Module or function.")
+    if hasattr(layer_to_call, "poptorch_block"):
+        raise RuntimeError("module has already been assigned to a block.")
+    layer_to_call.poptorch_block = (user_id, ipu_id)  # type: ignore[attr-defined]
+    return layer_to_call
 
 
 def removeBlocks(module: torch.nn.Module) -> None:
@@ -269,7 +300,7 @@ class Block:
 _FP_TYPES = (torch.float16, torch.float32)
 
 
-class _VariableAttributes:
+class VariableAttributes:
     def __init__(self, variable: List[str], allowed: List[str]) -> None:
         self._variable, self._allowed = list(variable), list(allowed)
 
@@ -289,7 +320,7 @@ class _PoptorchOptimizer:
         for key in ("accum_type", "velocity_accum_type", "first_order_momentum_accum_type", "second_order_momentum_accum_type"):
             if key in globals_:
                 assert globals_[key] in _FP_TYPES, "Accumulation types must be either torch.float32 or torch.float16"
-        self.variable_attrs = _VariableAttributes([key for key, value in explicit.items() if value is not None],
+        self.variable_attrs = VariableAttributes([key for key, value in explicit.items() if value is not None],
                                                   list(self.defaults) + ["loss_scaling"])
 
     def state_dict(self) -> Dict[str, Any]:
@@ -319,11 +350,9 @@ def _given(arguments: Dict[str, Any], names: Tuple[str, ...]) -> Dict[str, Any]:
     return {name: arguments[name] for name in names if arguments[name] is not None}
 
 
-class _LambMaths(torch.optim.Optimizer):
+def _lamb_step(self: Any) -> None:
     """The LAMB update of poptorch's reference `LAMB.step` (the device runs its own kernels)."""
-
-    @torch.no_grad()
-    def step(self, closure: Any = None) -> None:
+    with torch.no_grad():
         for group in self.param_groups:
             beta1, beta2 = group["betas"]
             for parameter in group["params"]:
@@ -352,6 +381,7 @@ class optim:  # noqa: N801 (a namespace standing in for the poptorch.optim modul
     """poptorch.optim: torch's maths plus poptorch's global attributes and IPU state format."""
 
     Optimizer = _PoptorchOptimizer
+    VariableAttributes = VariableAttributes
 
     class SGD(_PoptorchOptimizer, torch.optim.SGD):
         def __init__(self, params: Any, lr: float, momentum: Optional[float] = None, dampening: Optional[float] = None,
@@ -424,7 +454,7 @@ class optim:  # noqa: N801 (a namespace standing in for the poptorch.optim modul
                 "first_order_momentum_accum_type": first_order_momentum_accum_type or torch.float32,
                 "second_order_momentum_accum_type": second_order_momentum_accum_type or torch.float32})
 
-    class LAMB(_PoptorchOptimizer, _LambMaths):
+    class LAMB(_PoptorchOptimizer, torch.optim.Optimizer):
         def __init__(self, params: Any, lr: Optional[float] = None, betas: Optional[Tuple[float, float]] = None,
                      eps: Optional[float] = None, weight_decay: Optional[float] = None, bias_correction: Optional[bool] = None,
                      loss_scaling: Optional[float] = None, max_weight_norm: Optional[float] = None,
@@ -442,6 +472,11 @@ class optim:  # noqa: N801 (a namespace standing in for the poptorch.optim modul
                 "accum_type": accum_type or torch.float32,
                 "first_order_momentum_accum_type": first_order_momentum_accum_type or torch.float32,
                 "second_order_momentum_accum_type": second_order_momentum_accum_type or torch.float32})
+
+        def step(self, closure: Optional[Any] = None) -> Optional[float]:
+            loss = closure() if closure is not None else None
+            _lamb_step(self)
+            return loss
 
 
 _GLOBAL_ATTRIBUTES = ("loss_scaling", "max_grad_norm", "bias_correction", "use_combined_accum", "use_tf_variant",
@@ -476,6 +511,7 @@ class PoplarExecutor:
         self._sent_hyperparameters: List[Dict[str, Any]] = []
         self._device_model: Optional[torch.nn.Module] = None
         self._device_optimizer: Optional[torch.optim.Optimizer] = None
+        self._updated: Dict[str, torch.Tensor] = {}
         self._input_spec: Optional[Dict[str, Tuple[torch.Size, torch.dtype]]] = None
         self._attached = False
         self._host_weights_version = -1
@@ -532,17 +568,19 @@ class PoplarExecutor:
                 optimizer.host_state_is_dirty = True
                 optimizer.ipu_state_is_dirty = False
 
-    def _device_names(self) -> Dict[int, str]:
-        assert self._device_model is not None
-        return {id(parameter): name for name, parameter in self._device_model.named_parameters()}
-
     def _build_device_optimizer(self) -> None:
-        """The device's optimizer: the same class, groups and hyperparameters over the device weights."""
+        """The device's optimizer: the same class, groups and hyperparameters over the device weights.
+
+        A half model's weights stay fp16 (IPUs keep no fp32 master copy); the stand-in computes each
+        update in fp32 on a copy of the fp16 weights and keeps the optimizer state in the optimizer's
+        accumulation dtypes (`_update`)."""
         assert self._optimizer is not None and self._device_model is not None
         host_names = {id(parameter): name for name, parameter in self._user_model.named_parameters()}
         device_parameters = dict(self._device_model.named_parameters())
+        self._updated = {name: parameter if parameter.dtype != torch.float16 else torch.nn.Parameter(parameter.detach().float())
+                         for name, parameter in device_parameters.items()}
         groups = [
-            {**hyper, "params": [device_parameters[host_names[id(parameter)]] for parameter in group["params"]]}
+            {**hyper, "params": [self._updated[host_names[id(parameter)]] for parameter in group["params"]]}
             for group, hyper in zip(self._optimizer.param_groups, self._sent_hyperparameters)
         ]
         kind = type(self._optimizer)
@@ -553,12 +591,16 @@ class PoplarExecutor:
         extras["lr"] = self._optimizer.defaults["lr"]
         self._device_optimizer = kind(groups, **extras)
 
+    def _device_names(self) -> Dict[int, str]:
+        return {id(parameter): name for name, parameter in self._updated.items()}
+
     def _read_optimizer_state(self) -> Dict[str, Any]:
         """The device optimizer state in poptorch's format: named state tensors and weights."""
         assert self._device_optimizer is not None and self._device_model is not None
         names = self._device_names()
         ipu_state = {f"{names[id(parameter)]}/{key}": value.detach().clone()
-                     for parameter, state in self._device_optimizer.state.items() for key, value in state.items()}
+                     for parameter, state in self._device_optimizer.state.items() for key, value in state.items()
+                     if isinstance(value, torch.Tensor)}
         ipu_param = {name: value.detach().clone() for name, value in self._device_model.named_parameters()}
         return {"ipu_state": ipu_state, "ipu_param": ipu_param}
 
@@ -588,7 +630,7 @@ class PoplarExecutor:
             self._device_optimizer.state.clear()
             for key, value in state["ipu_state"].items():
                 name, _, state_key = key.rpartition("/")
-                self._device_optimizer.state[device_parameters[name]][state_key] = value.clone()
+                self._device_optimizer.state[self._updated[name]][state_key] = value.clone()
         optimizer.ipu_state_is_dirty = False
 
     def isCompiled(self) -> bool:
@@ -719,7 +761,7 @@ class PoplarExecutor:
         for d in range(di):
             if self._training:
                 assert self._device_optimizer is not None
-                self._device_optimizer.zero_grad()
+                model.zero_grad(set_to_none=True)
             for g in range(ga):
                 for replica in range(r):
                     micro_inputs = {key: value[d, g, replica] for key, value in chunks.items()}
@@ -738,15 +780,36 @@ class PoplarExecutor:
 
     def _update(self) -> None:
         optimizer = self._device_optimizer
-        assert optimizer is not None
-        parameters = [p for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
+        assert optimizer is not None and self._device_model is not None
+        device_parameters = dict(self._device_model.named_parameters())
+        updated = [(device_parameters[name], tensor) for name, tensor in self._updated.items() if device_parameters[name].grad is not None]
+        for weight, tensor in updated:
+            if tensor is not weight:  # a half weight: update an fp32 copy of it
+                tensor.data.copy_(weight.detach())
+                tensor.grad = weight.grad.float()
+        grads = [tensor.grad for _, tensor in updated]
         scale = getattr(optimizer, "loss_scaling", 1.0)
-        for parameter in parameters:
-            parameter.grad.div_(scale)
+        if self._options.Training.auto_loss_scaling and not all(bool(torch.isfinite(grad).all()) for grad in grads):
+            # Automatic loss scaling: an overflow skips the update and halves the scale (PopART's
+            # histogram-based algorithm is not emulated; this keeps its contract).
+            optimizer.loss_scaling = scale / 2
+            return
+        for grad in grads:
+            grad.div_(scale)
         max_norm = getattr(optimizer, "max_grad_norm", float("inf"))
         if max_norm != float("inf"):
-            torch.nn.utils.clip_grad_norm_(parameters, max_norm)
+            torch.nn.utils.clip_grad_norm_([tensor for _, tensor in updated], max_norm)
         optimizer.step()
+        first = getattr(optimizer, "first_order_momentum_accum_type", None) or getattr(optimizer, "velocity_accum_type", torch.float32)
+        second = getattr(optimizer, "second_order_momentum_accum_type", torch.float32)
+        with torch.no_grad():
+            for weight, tensor in updated:
+                if tensor is not weight:
+                    weight.copy_(tensor)  # rounds to fp16
+                state = optimizer.state[tensor]
+                for key, dtype in (("exp_avg", first), ("momentum_buffer", first), ("exp_avg_sq", second), ("square_avg", second)):
+                    if isinstance(state.get(key), torch.Tensor) and state[key].dtype != dtype:
+                        state[key].copy_(state[key].to(dtype))  # stored in the accumulation dtype
 
     def _reduce(self, per_replica: List[List[Dict[str, torch.Tensor]]]) -> Dict[str, torch.Tensor]:
         mode = self._options.output_mode
@@ -799,7 +862,11 @@ def inferenceModel(model: torch.nn.Module, options: Optional[Options] = None) ->
 class DataLoader(torch.utils.data.DataLoader):
     """poptorch.DataLoader: batches of the combined size; drop_last defaults to True."""
 
-    def __init__(self, options: Options, dataset: Any, batch_size: int = 1, shuffle: Optional[bool] = None, num_workers: int = 0, drop_last: bool = True, **kwargs: Any) -> None:
+    def __init__(self, options: Options, dataset: Any, batch_size: int = 1, shuffle: bool = False, num_workers: int = 0,
+                 drop_last: bool = True, persistent_workers: Optional[bool] = None, auto_distributed_partitioning: bool = True,
+                 mode: DataLoaderMode = DataLoaderMode.Sync, async_options: Optional[Dict[str, Any]] = None, **kwargs: Any) -> None:
+        if mode != DataLoaderMode.Sync:
+            raise NotImplementedError("the stand-in DataLoader reads synchronously only")
         options._frozen = True
         self.combinedBatchSize = batch_size * options.device_iterations * options.replication_factor * options.Training.gradient_accumulation
         if not drop_last and len(dataset) % self.combinedBatchSize:
