@@ -188,8 +188,9 @@ class PoptorchExecutor(StepExecutor):
         keys = _GROUP_KEYS[name]
         if any(group.get("amsgrad") for group in optimizer.param_groups):
             raise ConfigurationError("trainer.optimizer.amsgrad: poptorch's Adam and AdamW do not support amsgrad; set it to false.")
-        defaults = {key: value for key, value in optimizer.defaults.items() if key in keys}
-        groups = [{**{key: value for key, value in group.items() if key in keys}, "params": group["params"]}
+        # None (LAMB's max_weight_norm: no clipping) is left to poptorch's default (65500, fp16's max).
+        defaults = {key: value for key, value in optimizer.defaults.items() if key in keys and value is not None}
+        groups = [{**{key: value for key, value in group.items() if key in keys and value is not None}, "params": group["params"]}
                   for group in optimizer.param_groups]
         extras: Dict[str, Any] = {"loss_scaling": self._options.loss_scaling if self._options.loss_scaling is not None else 1.0}
         if name in ("SGD", "Adam", "AdamW"):

@@ -300,9 +300,9 @@ class Block:
 _FP_TYPES = (torch.float16, torch.float32)
 
 
-class VariableAttributes:
-    def __init__(self, variable: List[str], allowed: List[str]) -> None:
-        self._variable, self._allowed = list(variable), list(allowed)
+class _VariableAttributes:
+    def __init__(self, variable_attributes: List[str], allowed_attributes: List[str]) -> None:
+        self._variable, self._allowed = list(variable_attributes), list(allowed_attributes)
 
     def isConstant(self, attr: str) -> bool:
         return attr not in self._variable
@@ -320,11 +320,14 @@ class _PoptorchOptimizer:
         for key in ("accum_type", "velocity_accum_type", "first_order_momentum_accum_type", "second_order_momentum_accum_type"):
             if key in globals_:
                 assert globals_[key] in _FP_TYPES, "Accumulation types must be either torch.float32 or torch.float16"
-        self.variable_attrs = VariableAttributes([key for key, value in explicit.items() if value is not None],
+        self.variable_attrs = _VariableAttributes([key for key, value in explicit.items() if value is not None],
                                                   list(self.defaults) + ["loss_scaling"])
 
     def state_dict(self) -> Dict[str, Any]:
-        return self.get_state_dict()
+        # poptorch's setOptimizer replaces this method on the wrapped optimizer with a read of the IPU
+        # state; the stand-in keeps the method and looks the reader up instead (same behaviour).
+        reader = self.__dict__.get("_read_from_device")
+        return reader() if reader is not None else self.get_state_dict()
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         torch.optim.Optimizer.load_state_dict(self, {"state": {}, "param_groups": state["param_groups"]})
@@ -381,7 +384,7 @@ class optim:  # noqa: N801 (a namespace standing in for the poptorch.optim modul
     """poptorch.optim: torch's maths plus poptorch's global attributes and IPU state format."""
 
     Optimizer = _PoptorchOptimizer
-    VariableAttributes = VariableAttributes
+    VariableAttributes = _VariableAttributes
 
     class SGD(_PoptorchOptimizer, torch.optim.SGD):
         def __init__(self, params: Any, lr: float, momentum: Optional[float] = None, dampening: Optional[float] = None,
@@ -543,9 +546,10 @@ class PoplarExecutor:
             )
         return tensor.shape, tensor.dtype
 
-    def compile(self, *args: Any, **inputs: torch.Tensor) -> None:
+    def compile(self, *args: Any, **kwargs: torch.Tensor) -> None:
         if args:
             raise NotImplementedError("the stand-in takes keyword inputs only")
+        inputs = kwargs
         if self.isCompiled():
             logger.warning("Call to compile() ignored: the executable is already compiled")
             return
@@ -693,11 +697,11 @@ class PoplarExecutor:
         if self.isCompiled() and replaced:
             if isinstance(self._optimizer, _PoptorchOptimizer):
                 self._optimizer_state_dict()  # read the old optimizer's state back before detaching it
-                self._optimizer.state_dict = self._optimizer.get_state_dict  # type: ignore[method-assign]
+                self._optimizer._read_from_device = None
             if isinstance(optimizer, _PoptorchOptimizer):
                 optimizer.ipu_state_is_dirty = True
         if isinstance(optimizer, _PoptorchOptimizer):
-            optimizer.state_dict = self._optimizer_state_dict  # type: ignore[method-assign]
+            optimizer._read_from_device = self._optimizer_state_dict
         self._optimizer = optimizer
         self._sent_hyperparameters = hyperparameters
         if self.isCompiled():
@@ -723,9 +727,10 @@ class PoplarExecutor:
         self._input_spec = None
         self._attached = False
 
-    def __call__(self, *args: Any, **inputs: torch.Tensor) -> Dict[str, torch.Tensor]:
+    def __call__(self, *args: Any, **kwargs: torch.Tensor) -> Dict[str, torch.Tensor]:
         if args:
             raise NotImplementedError("the stand-in takes keyword inputs only")
+        inputs = kwargs
         if not self.isCompiled():
             self.compile(**inputs)
         if not self._attached:

@@ -104,6 +104,7 @@ SIGNATURES: Dict[str, Tuple[str, str]] = {
     "optim.Optimizer.get_state_dict": ("(self)", "optim"),
     "optim.Optimizer.set_state_dict": ("(self, state)", "optim"),
     "optim.Optimizer.has_state": ("(self)", "optim"),
+    "optim.VariableAttributes.__init__": ("(self, variable_attributes, allowed_attributes)", "optim"),
     "optim.VariableAttributes.isConstant": ("(self, attr)", "optim"),
     "optim.LAMB.step": ("(self, closure=None)", "optim"),
     "optim.SGD.__init__": ("(self, params, lr, momentum=None, dampening=None, weight_decay=None, nesterov=None, "
