@@ -101,6 +101,23 @@ class PoptorchExecutor(StepExecutor):
         inference_embedding_serialization_factor: Optional[int] = None,
         **options: Any,
     ) -> None:
+        """The shared executor options (StepExecutor) plus the IPU ones, named as optimum-graphcore's IPUConfig names them.
+
+        pipeline_layers: dotted path of the model's layer list (e.g. "encoder.layers") that layers_per_ipu places; needed for several IPUs per replica or per-layer recomputation.
+        layers_per_ipu: layers on each IPU of a replica, in order; -1 shares the remaining layers (IPUConfig's wildcard).
+        inference_layers_per_ipu: layers_per_ipu of the inference executor (default: layers_per_ipu).
+        ipus_per_replica: IPUs one replica spans (default: one per layers_per_ipu entry).
+        inference_ipus_per_replica: ipus_per_replica of the inference executor.
+        matmul_proportion: share of each IPU's memory for matmul temporaries (poptorch's setAvailableMemoryProportion): one number or one per IPU.
+        inference_matmul_proportion: matmul_proportion of the inference executor.
+        enable_half_partials: fp16 matmul and convolution partials (Precision.setPartialsType(torch.half)).
+        optimizer_state_offchip: keep the optimizer state in streaming memory (TensorLocations.setOptimizerLocation).
+        replicated_tensor_sharding: shard the optimizer state across replicas (with replication_factor > 1).
+        executable_cache_dir: directory of poptorch's executable cache ("" or "disabled": off).
+        recompute_checkpoint_every_layer: checkpoint each placed layer's output for recomputation (poptorch.recomputationCheckpoint).
+        embedding_serialization_factor: must be 1: serialised embeddings need optimum-graphcore's SerializedEmbedding.
+        inference_embedding_serialization_factor: embedding_serialization_factor of the inference executor.
+        """
         # The IPU options, kept to build poptorch.Options and the inference twin.
         self._arguments = {key: value for key, value in locals().items()
                            if key not in ("self", "model", "optimizer", "options", "__class__")}
