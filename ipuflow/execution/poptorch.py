@@ -19,7 +19,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import torch
 
 from ipuflow.config import ConfigurationError
-from ipuflow.execution.executor import Batch, StepExecutor, StepResult
+from ipuflow.execution.executor import Batch, StepExecutor, StepResult, require_optimizer_for
 from ipuflow.execution.input_spec import InputSpec
 from ipuflow.execution.ipu_config import IpuPlacement, MatmulProportion, resolve_placements
 from ipuflow.execution.native import COMPILE_IGNORED_WARNING

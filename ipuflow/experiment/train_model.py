@@ -46,8 +46,16 @@ def check_executor_runs_optimizer(trainer_config: Dict[str, Any]) -> None:
 
     executor_config = trainer_config.get("executor") or {}
     optimizer_config = trainer_config.get("optimizer") or {}
+    if isinstance(executor_config, str):
+        executor_config = {"type": executor_config}
+    if isinstance(optimizer_config, str):
+        optimizer_config = {"type": optimizer_config}
+    if not isinstance(executor_config, dict) or not isinstance(optimizer_config, dict):
+        return  # building the trainer reports the malformed block
     executor_type = executor_config.get("type", StepExecutor.default_implementation)
     optimizer_type = optimizer_config.get("type", Optimizer.default_implementation)
+    if not isinstance(executor_type, str) or not isinstance(optimizer_type, str):
+        return
     try:
         executor_class = StepExecutor.resolve_class_name(executor_type)[0]
         optimizer_class = Optimizer.resolve_class_name(optimizer_type)[0]

@@ -353,3 +353,15 @@ def test_the_stand_in_dataloader_combines_batches_and_drops_the_remainder():
     assert len(loader) == 25 and next(iter(loader))[0].tolist() == [0, 1, 2, 3]
     loader = fake_poptorch.DataLoader(fake_poptorch.Options().replicationFactor(3), torch.utils.data.TensorDataset(torch.arange(100)), batch_size=2)
     assert len(loader) == 16
+
+
+def test_set_optimizer_with_a_new_optimizer_converts_it_and_keeps_training():
+    model = Regression()
+    executor = PoptorchExecutor(model, torch.optim.SGD(model.parameters(), lr=0.1))
+    executor(regression_batch(2))
+    replacement = torch.optim.Adam(model.parameters(), lr=0.01)
+    executor.set_optimizer(replacement)
+    assert type(executor._device_optimizer) is fake_poptorch.optim.Adam
+    executor(regression_batch(2))
+    with pytest.raises(ConfigurationError, match="not the model's"):
+        executor.set_optimizer(torch.optim.SGD(Regression().parameters(), lr=0.1))
