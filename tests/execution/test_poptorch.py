@@ -365,3 +365,61 @@ def test_set_optimizer_with_a_new_optimizer_converts_it_and_keeps_training():
     executor(regression_batch(2))
     with pytest.raises(ConfigurationError, match="not the model's"):
         executor.set_optimizer(torch.optim.SGD(Regression().parameters(), lr=0.1))
+
+
+class _Linear(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(6, 20)
+
+    def forward(self, x: torch.Tensor) -> dict:
+        return {"out": self.linear(x)}
+
+
+@pytest.mark.parametrize("mode", ["All", "Default", "EveryN", "Final", "Sum"])
+def test_the_stand_in_returns_outputs_as_poptorchs_batching_test_expects(mode):
+    # poptorch tests/batching_test.py::test_inferenceAnchors: 10 device iterations of micro-batch 1.
+    torch.manual_seed(42)
+    model = _Linear()
+    inputs = torch.randn([10, 1, 5, 6])
+    native = model(inputs)["out"]
+    options = fake_poptorch.Options().deviceIterations(10)
+    if mode != "Default":
+        options.outputMode(getattr(fake_poptorch.OutputMode, mode), 5 if mode == "EveryN" else None)
+    out = fake_poptorch.inferenceModel(model, options)(x=inputs)["out"]
+    assert out.dim() == 4
+    if mode in ("All", "Default"):
+        torch.testing.assert_close(out, native)
+    elif mode == "EveryN":
+        assert out.shape[0] == 2
+        torch.testing.assert_close(out[0], native[4])
+        torch.testing.assert_close(out[1], native[9])
+    elif mode == "Final":
+        torch.testing.assert_close(out, native[-1:])
+    else:
+        torch.testing.assert_close(out, native.sum(0, keepdim=True))
+
+
+@pytest.mark.parametrize("mode, shape", [("All", (1000,)), ("EveryN", (50,)), ("Final", ()), ("Sum", ()), ("Default", ())])
+def test_the_stand_in_returns_training_losses_as_poptorchs_batching_test_expects(mode, shape):
+    # poptorch tests/batching_test.py::test_trainingAnchors: 1000 device iterations, period 20.
+    class WithLoss(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = torch.nn.Linear(10, 10)
+
+        def forward(self, x: torch.Tensor, y: torch.Tensor) -> dict:
+            out = self.linear(x)
+            return {"out": out, "loss": torch.nn.functional.cross_entropy(out, y)}
+
+    torch.manual_seed(42)
+    options = fake_poptorch.Options().deviceIterations(1000)
+    if mode != "Default":
+        options.outputMode(getattr(fake_poptorch.OutputMode, mode), 20 if mode == "EveryN" else None)
+    model = WithLoss()
+    label = torch.randint(0, 10, [1]).expand([1000])
+    outputs = fake_poptorch.trainingModel(model, options, fake_poptorch.optim.SGD(model.parameters(), lr=0.01))(
+        x=torch.randn(1000, 10), y=label)
+    assert tuple(outputs["loss"].shape) == shape
+    if mode == "Sum":
+        assert outputs["loss"] > 500.0
