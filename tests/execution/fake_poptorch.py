@@ -1,15 +1,20 @@
-"""A stand-in for the `poptorch` module, for tests only: tests put it in ``sys.modules["poptorch"]``.
+"""A stand-in for the `poptorch` module, for tests only: tests put it in ``sys.modules["poptorch"]``
+(or, for `ipuflow` subprocesses, put tests/poptorch_stand_in on PYTHONPATH).
 
-It implements what poptorch's documentation and sources describe (see
-shared/reference/poptorch-and-optimum-graphcore.md), on the CPU, written independently of the
-native executor so that the contract tests check one against the other:
+Its public surface is poptorch's, as recorded from graphcore/poptorch's sources in
+tests/execution/poptorch_api.py (test_poptorch_api.py checks names, signatures and enums). It runs on
+the CPU, written independently of the native executor so that the contract tests check one against
+the other:
 
-* `Options` records every setter call, and freezes once passed to a model or a DataLoader;
+* `Options` records every setter call, makes poptorch's argument checks, and freezes once used;
 * `trainingModel`/`inferenceModel` return a `PoplarExecutor` holding its own "device" copy of the
   weights and optimizer state (host weights are stale until `copyWeightsToHost`), checking the
   batch dimension, splitting ``[device_iteration][accumulation][replica][micro_batch]``, doing one
-  update per device iteration with Mean reduction, and returning outputs by output mode;
-* `optim.*` carry poptorch's extra attributes (`loss_scaling`, `max_grad_norm`, ...);
+  update per device iteration with Mean reduction, and returning outputs by output mode (as
+  poptorch's tests/batching_test.py expects);
+* `optim.*` take poptorch's arguments, keep its global attributes (`loss_scaling`, `max_grad_norm`,
+  accumulation dtypes, ...) and its optimizer-state format (``ipu_state``/``ipu_param``);
+* a half model keeps fp16 weights (no master copy) and its optimizer state in the accumulation dtypes;
 * `DataLoader` batches by the combined batch size and drops the remainder by default.
 """
 
