@@ -48,10 +48,15 @@ def ipuflow(*args: str, poptorch: bool, check: bool = True) -> subprocess.Comple
     return result
 
 
+BASE_EXECUTOR = {"digits_mlp": {"device_iterations": 4}, "quickstart": {}}
+"""The configs' executor blocks without the native-only keys (quickstart's `device: cpu`)."""
+
+
 def train(config: str, run_dir: Path, overrides: Dict[str, Any], poptorch: bool) -> Dict[str, Any]:
-    """Train `configs/CONFIG.jsonnet` into `run_dir`; the final metrics."""
-    executor = "poptorch" if poptorch else "native"
-    merged = {**SHORT[config], "trainer.executor.type": executor, **overrides}
+    """Train `configs/CONFIG.jsonnet` into `run_dir` (the executor block replaced); the final metrics."""
+    overrides = dict(overrides)
+    executor = {**BASE_EXECUTOR[config], **overrides.pop("trainer.executor", {}), "type": "poptorch" if poptorch else "native"}
+    merged = {**SHORT[config], "trainer.executor": executor, **overrides}
     ipuflow("train", f"configs/{config}.jsonnet", "-s", str(run_dir), "-o", json.dumps(merged), poptorch=poptorch)
     return json.loads((run_dir / "metrics.json").read_text())
 
