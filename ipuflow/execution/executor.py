@@ -130,6 +130,11 @@ class StepExecutor(Registrable):
         self._plan = self._options.plan
         require_optimizer_for(model, optimizer, training)
 
+    @classmethod
+    def check_optimizer(cls, optimizer_class: type, max_grad_norm: Optional[float]) -> None:
+        """Raise a ConfigurationError if this backend cannot run `optimizer_class` (checked from the
+        config before any data is read); every optimizer runs on the native backend."""
+
     @property
     def training(self) -> bool:
         """Whether calls train (forward, backward, update) or only run forward."""

@@ -19,7 +19,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import torch
 
 from ipuflow.config import ConfigurationError
-from ipuflow.execution.executor import Batch, StepExecutor, StepResult
+from ipuflow.execution.executor import Batch, StepExecutor, StepResult, require_optimizer_for
 from ipuflow.execution.input_spec import InputSpec
 from ipuflow.execution.ipu_config import IpuPlacement, MatmulProportion, resolve_placements
 from ipuflow.execution.native import COMPILE_IGNORED_WARNING
@@ -27,8 +27,21 @@ from ipuflow.execution.optimum_ipu_config import ipu_config_applied
 from ipuflow.execution.rng import get_rng_states, set_rng_states
 from ipuflow.execution.step_outputs import find_loss
 
-_OPTIMIZERS = {torch.optim.SGD: "SGD", torch.optim.Adam: "Adam", torch.optim.AdamW: "AdamW", torch.optim.RMSprop: "RMSprop"}
-"""torch optimizers poptorch converts, by exact type (subclasses would lose their custom step)."""
+def poptorch_twin(optimizer_class: type) -> Optional[str]:
+    """The name of the `poptorch.optim` twin of a torch SGD/Adam/AdamW/RMSprop or ipuflow Lamb class
+    (or a subclass: ipuflow's registered optimizers subclass these only to take config arguments,
+    their step is the base class's), or None."""
+    from ipuflow.training.lamb import Lamb  # here: ipuflow.training imports the execution package
+
+    for base, name in ((torch.optim.AdamW, "AdamW"), (torch.optim.Adam, "Adam"), (torch.optim.SGD, "SGD"),
+                       (torch.optim.RMSprop, "RMSprop"), (Lamb, "LAMB")):
+        # AdamW first: newer torch makes AdamW an Adam subclass.
+        if issubclass(optimizer_class, base):
+            return name
+    return None
+
+SUPPORTED_OPTIMIZERS = ("sgd", "adam", "adamw", "rmsprop", "lamb")
+"""The registered optimizer names the poptorch executor converts (named in its refusal)."""
 
 _OUTPUT_MODES = {"final": "Final", "all": "All", "sum": "Sum", "every_n": "EveryN"}
 
@@ -94,23 +107,23 @@ class PoptorchExecutor(StepExecutor):
         inference_embedding_serialization_factor: Optional[int] = None,
         **options: Any,
     ) -> None:
-        """The IPU options (optimum-graphcore's IPUConfig names; docs/ipu.md maps every IPUConfig key).
+        """The shared executor options (StepExecutor) plus the IPU ones, named as optimum-graphcore's IPUConfig names them.
 
         ipu_config: path of an optimum-graphcore ipu_config.json whose keys fill the ones this block leaves out (relative: from the working directory).
-        pipeline_layers: dotted path of the model's layer list that layers_per_ipu places, e.g. "encoder.layers".
-        layers_per_ipu: layers on each IPU of a replica in training; -1 shares the remaining layers evenly.
+        pipeline_layers: dotted path of the model's layer list (e.g. "encoder.layers") that layers_per_ipu places; needed for several IPUs per replica or per-layer recomputation.
+        layers_per_ipu: layers on each IPU of a replica, in order; -1 shares the remaining layers (IPUConfig's wildcard).
         inference_layers_per_ipu: layers_per_ipu of the inference executor (default: layers_per_ipu).
-        ipus_per_replica: IPUs per replica in training (default: one per layers_per_ipu entry).
-        inference_ipus_per_replica: ipus_per_replica of the inference executor (IPUConfig's fallback rule).
-        matmul_proportion: available-memory proportion for matmuls and convolutions, one number or one per IPU.
+        ipus_per_replica: IPUs one replica spans (default: one per layers_per_ipu entry).
+        inference_ipus_per_replica: ipus_per_replica of the inference executor.
+        matmul_proportion: share of each IPU's memory for matmul temporaries (poptorch's setAvailableMemoryProportion): one number or one per IPU.
         inference_matmul_proportion: matmul_proportion of the inference executor.
-        enable_half_partials: fp16 partial results in matmuls and convolutions.
-        optimizer_state_offchip: keep the optimizer state in streaming (off-chip) memory.
-        replicated_tensor_sharding: shard the optimizer state across replicas (only when replication_factor > 1).
-        executable_cache_dir: directory where poptorch caches compiled executables ("" or "disabled": off).
-        recompute_checkpoint_every_layer: recomputation checkpoint after every layer of pipeline_layers but the last.
-        embedding_serialization_factor: 1 only (serialised embeddings need optimum-graphcore's model rewrite).
-        inference_embedding_serialization_factor: the inference twin of embedding_serialization_factor.
+        enable_half_partials: fp16 matmul and convolution partials (Precision.setPartialsType(torch.half)).
+        optimizer_state_offchip: keep the optimizer state in streaming memory (TensorLocations.setOptimizerLocation).
+        replicated_tensor_sharding: shard the optimizer state across replicas (with replication_factor > 1).
+        executable_cache_dir: directory of poptorch's executable cache ("" or "disabled": off).
+        recompute_checkpoint_every_layer: checkpoint each placed layer's output for recomputation (poptorch.recomputationCheckpoint).
+        embedding_serialization_factor: must be 1: serialised embeddings need optimum-graphcore's SerializedEmbedding.
+        inference_embedding_serialization_factor: embedding_serialization_factor of the inference executor.
         """
         if ipu_config is not None:
             raise ConfigurationError(
@@ -168,6 +181,11 @@ class PoptorchExecutor(StepExecutor):
         with ipu_config_applied(params, extras) as merged:
             return super().from_params(merged, constructor_to_call, constructor_to_inspect, **extras)
 
+    @classmethod
+    def check_optimizer(cls, optimizer_class: type, max_grad_norm: Optional[float]) -> None:
+        """Refuse optimizers without a poptorch.optim twin (and clipping where the twin has none)."""
+        check_poptorch_optimizer(optimizer_class, max_grad_norm)
+
     # -- poptorch options and optimizer ------------------------------------------------------------
 
     def _build_options(self) -> Any:
@@ -206,31 +224,34 @@ class PoptorchExecutor(StepExecutor):
         return opts
 
     def _convert_optimizer(self, optimizer: torch.optim.Optimizer) -> Any:
-        """The `poptorch.optim` twin of a torch SGD/Adam/AdamW/RMSprop, with the same groups and state."""
-        name = _OPTIMIZERS.get(type(optimizer))
-        if name is None:
-            raise ConfigurationError(
-                f"trainer.optimizer: the poptorch executor converts torch SGD, Adam, AdamW and RMSprop to "
-                f"poptorch.optim, found {type(optimizer).__name__}."
-            )
-        extras: Dict[str, Any] = {}
-        if self._options.loss_scaling is not None:
-            extras["loss_scaling"] = self._options.loss_scaling
-        if self._options.max_grad_norm is not None:
-            if name == "RMSprop":
-                raise ConfigurationError("executor.max_grad_norm: poptorch's RMSprop has no gradient clipping; use SGD, Adam or AdamW.")
-            extras["max_grad_norm"] = self._options.max_grad_norm
-        groups = [{**{key: value for key, value in group.items() if key in _KEPT[name]}, "params": group["params"]} for group in optimizer.param_groups]
-        converted = getattr(self._poptorch.optim, name)(groups, lr=optimizer.defaults["lr"], **extras)
-        if optimizer.state:
-            converted.load_state_dict(optimizer.state_dict())
-        return converted
+        """The `poptorch.optim` twin of the host optimizer: the same groups and hyperparameters, all
+        passed explicitly (poptorch compiles in the attributes left unset as constants, and a scheduler
+        must be able to change them), plus loss scaling, clipping and optimum's fp16 state dtypes."""
+        name = check_poptorch_optimizer(type(optimizer), self._options.max_grad_norm)
+        keys = _GROUP_KEYS[name]
+        if any(group.get("amsgrad") for group in optimizer.param_groups):
+            raise ConfigurationError("trainer.optimizer.amsgrad: poptorch's Adam and AdamW do not support amsgrad; set it to false.")
+        # None (LAMB's max_weight_norm: no clipping) is left to poptorch's default (65500, fp16's max).
+        defaults = {key: value for key, value in optimizer.defaults.items() if key in keys and value is not None}
+        groups = [{**{key: value for key, value in group.items() if key in keys and value is not None}, "params": group["params"]}
+                  for group in optimizer.param_groups]
+        extras: Dict[str, Any] = {"loss_scaling": self._options.loss_scaling if self._options.loss_scaling is not None else 1.0}
+        if name in ("SGD", "Adam", "AdamW"):
+            extras["max_grad_norm"] = self._options.max_grad_norm  # None: poptorch's default, no clipping
+        if name == "LAMB":
+            corrections = {bool(group["bias_correction"]) for group in optimizer.param_groups}
+            if len(corrections) > 1:
+                raise ConfigurationError("trainer.optimizer.parameter_groups: poptorch's LAMB takes one bias_correction for every group.")
+            extras["bias_correction"] = corrections.pop()
+        extras.update(_accumulation_types(name, self._options.precision == "fp16"))
+        return getattr(self._poptorch.optim, name)(groups, **defaults, **extras)
 
     def _send_hyperparameters(self, optimizer: torch.optim.Optimizer) -> None:
         """Copy the host optimizer's current hyperparameters into its poptorch twin."""
         assert self._device_optimizer is not None
+        keys = _GROUP_KEYS[check_poptorch_optimizer(type(optimizer))]
         for device_group, group in zip(self._device_optimizer.param_groups, optimizer.param_groups):
-            for key in _KEPT[_OPTIMIZERS[type(optimizer)]]:
+            for key in keys:
                 if key in group:
                     device_group[key] = group[key]
 
@@ -262,8 +283,6 @@ class PoptorchExecutor(StepExecutor):
             return self
         if self._inference is None:
             shared = dataclasses.asdict(self._options.as_inference())
-            if shared["precision"] == "fp16":
-                shared["precision"] = "fp32"  # the model is already fp16; do not convert twice
             self._inference = PoptorchExecutor(model=self._model, **self._arguments, **shared)
         return self._inference
 
@@ -293,13 +312,22 @@ class PoptorchExecutor(StepExecutor):
                 "A poptorch executor holds one executable for one input signature; this batch differs "
                 "from the compiled one. Use a fixed max_length instead of length_buckets with poptorch."
             )
+        sample_batch = self._device_inputs(sample_batch)
         self._spec = InputSpec(sample_batch, self._plan)
         self._place_layers()
         self._poplar.compile(**sample_batch)
 
+    def _device_inputs(self, batch: Batch) -> Batch:
+        """The batch as the device takes it: a half model (precision fp16) gets fp32 inputs as fp16,
+        as a half model on the host would need them (the cast is the host's, before the transfer)."""
+        if self._options.precision != "fp16":
+            return batch
+        return {key: value.half() if isinstance(value, torch.Tensor) and value.dtype == torch.float32 else value
+                for key, value in batch.items()}
+
     def accepts(self, batch: Batch) -> bool:
         """Whether `batch` has the compiled signature (a call would run without compiling)."""
-        return self._spec is not None and self._poplar.isCompiled() and self._spec.matches(batch)
+        return self._spec is not None and self._poplar.isCompiled() and self._spec.matches(self._device_inputs(batch))
 
     def compile_ahead(self, loader: Any) -> str:
         """Compile the poptorch executable for `loader`'s batch shape (PoplarExecutor.compile builds it
@@ -312,6 +340,7 @@ class PoptorchExecutor(StepExecutor):
 
     def __call__(self, batch: Batch) -> StepResult:
         """Run one host call on a combined batch of CPU tensors, compiling first if needed."""
+        batch = self._device_inputs(batch)
         spec = self._spec
         if spec is None or not self._poplar.isCompiled():
             self.compile(batch)
@@ -374,36 +403,72 @@ class PoptorchExecutor(StepExecutor):
         self._spec = None
 
     def state_dict(self) -> Dict[str, Any]:
-        """The optimizer state read back into the host torch optimizer, and torch RNG states."""
-        optimizer_state = None
+        """The host optimizer's state (its hyperparameters: poptorch never runs the host step), the
+        device optimizer state in poptorch's format (read back from the IPU), and torch RNG states."""
+        host_state = device_state = None
         if self._host_optimizer is not None and self._device_optimizer is not None:
+            host_state = self._host_optimizer.state_dict()
             device_state = self._device_optimizer.state_dict()  # poptorch reads this back from the device
-            if isinstance(device_state, dict) and "state" in device_state and "param_groups" in device_state:
-                host_state = self._host_optimizer.state_dict()
-                self._host_optimizer.load_state_dict({"state": device_state["state"], "param_groups": host_state["param_groups"]})
-                optimizer_state = self._host_optimizer.state_dict()
-            else:
-                optimizer_state = device_state
-        return {"optimizer": optimizer_state, "loss_scaler": {}, "rng": get_rng_states(torch.device("cpu"))}
+        return {"optimizer": host_state, "poptorch_optimizer": device_state, "loss_scaler": {},
+                "rng": get_rng_states(torch.device("cpu"))}
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
-        """Restore the optimizer state (uploaded through setOptimizer) and the RNG states."""
+        """Restore the optimizer (hyperparameters on the host, moments on the device through
+        setOptimizer) and the RNG states."""
         if state.get("optimizer") is not None:
             if self._host_optimizer is None:
                 raise ValueError("load_state_dict: the state holds optimizer state, but this executor has no optimizer.")
             self._host_optimizer.load_state_dict(state["optimizer"])
             self._device_optimizer = self._convert_optimizer(self._host_optimizer)
+            device_state = state.get("poptorch_optimizer")
+            if device_state is not None and device_state.get("ipu_state") is not None:
+                self._device_optimizer.load_state_dict(device_state)
+            elif self._host_optimizer.state:
+                # poptorch loads only its own (ipu_state) format onto the IPU.
+                warnings.warn(
+                    "The checkpoint's optimizer moments come from another executor; poptorch can load only "
+                    "optimizer state saved by poptorch, so the moments restart from zero on the IPU.",
+                    stacklevel=2,
+                )
             self._poplar.setOptimizer(self._device_optimizer)
         set_rng_states(state.get("rng") or {})
 
 
-_KEPT: Dict[str, Tuple[str, ...]] = {
+_GROUP_KEYS: Dict[str, Tuple[str, ...]] = {
     "SGD": ("lr", "momentum", "dampening", "weight_decay", "nesterov"),
-    "Adam": ("lr", "betas", "eps", "weight_decay"),
-    "AdamW": ("lr", "betas", "eps", "weight_decay"),
+    "Adam": ("lr", "betas", "eps", "weight_decay", "amsgrad"),
+    "AdamW": ("lr", "betas", "eps", "weight_decay", "amsgrad"),
     "RMSprop": ("lr", "alpha", "eps", "weight_decay", "momentum", "centered"),
+    "LAMB": ("lr", "betas", "eps", "weight_decay", "max_weight_norm"),
 }
-"""The per-group hyperparameters each poptorch optimizer takes from its torch twin."""
+"""Each poptorch optimizer's per-group attributes (its `_group_vars`, poptorch python/optim.py)."""
+
+
+def _accumulation_types(name: str, fp16: bool) -> Dict[str, torch.dtype]:
+    """The state dtypes optimum-graphcore's IPUTrainer.create_optimizer sets: with a half model the
+    gradient accumulator and first moment are fp16 and the second moment fp32; fp32 otherwise.
+    SGD's velocity is its first-order state, so it follows the first moment."""
+    first = torch.float16 if fp16 else torch.float32
+    if name == "SGD":
+        return {"accum_type": first, "velocity_accum_type": first}
+    return {"accum_type": first, "first_order_momentum_accum_type": first, "second_order_momentum_accum_type": torch.float32}
+
+
+def check_poptorch_optimizer(optimizer_class: type, max_grad_norm: Optional[float] = None) -> str:
+    """The poptorch twin's name for `optimizer_class`, or a ConfigurationError naming the supported
+    optimizers (or saying that the twin has no gradient clipping)."""
+    name = poptorch_twin(optimizer_class)
+    if name is None:
+        raise ConfigurationError(
+            f"trainer.optimizer: the poptorch executor converts the optimizer to its poptorch.optim twin, and "
+            f"{optimizer_class.__name__} has none; use one of {', '.join(map(repr, SUPPORTED_OPTIMIZERS))}."
+        )
+    if max_grad_norm is not None and name in ("RMSprop", "LAMB"):
+        raise ConfigurationError(
+            f"trainer.executor.max_grad_norm: poptorch's {name} has no gradient clipping (only SGD, Adam and AdamW "
+            "take max_grad_norm); remove it or use sgd, adam or adamw."
+        )
+    return name
 
 
 def _checkpoint_output(poptorch: ModuleType) -> Any:

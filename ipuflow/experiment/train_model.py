@@ -39,6 +39,36 @@ def seed_everything(random_seed: Optional[int], numpy_seed: Optional[int], pytor
         torch.manual_seed(pytorch_seed)
 
 
+def check_executor_runs_optimizer(trainer_config: Dict[str, Any]) -> None:
+    """Refuse, from the trainer config alone (before any data is read), an optimizer the configured
+    executor cannot run (the poptorch executor converts only optimizers with a poptorch.optim twin)."""
+    from ipuflow.training.optimizers import Optimizer
+
+    executor_config = trainer_config.get("executor") or {}
+    optimizer_config = trainer_config.get("optimizer") or {}
+    if isinstance(executor_config, str):
+        executor_config = {"type": executor_config}
+    if isinstance(optimizer_config, str):
+        optimizer_config = {"type": optimizer_config}
+    if not isinstance(executor_config, dict) or not isinstance(optimizer_config, dict):
+        return  # building the trainer reports the malformed block
+    executor_type = executor_config.get("type", StepExecutor.default_implementation)
+    optimizer_type = optimizer_config.get("type", Optimizer.default_implementation)
+    if not isinstance(executor_type, str) or not isinstance(optimizer_type, str):
+        return
+    try:
+        executor_class = StepExecutor.resolve_class_name(executor_type)[0]
+        optimizer_class = Optimizer.resolve_class_name(optimizer_type)[0]
+    except (ConfigurationError, TypeError):
+        return  # building the trainer reports a bad type with the registry's message
+    max_grad_norm = executor_config.get("max_grad_norm")
+    grad_norm = trainer_config.get("grad_norm")
+    if max_grad_norm is None and not isinstance(grad_norm, bool) and isinstance(grad_norm, (int, float)):
+        max_grad_norm = float(grad_norm)
+    if isinstance(executor_class, type) and issubclass(executor_class, StepExecutor) and isinstance(optimizer_class, type):
+        executor_class.check_optimizer(optimizer_class, max_grad_norm)
+
+
 class TrainModel(Registrable):
     """Everything one experiment builds: data, vocabulary, model, loaders and trainer.
 
@@ -100,6 +130,7 @@ class TrainModel(Registrable):
         postprocessor: used by `ipuflow evaluate` to map outputs back to examples (checked here).
         """
         seed_everything(random_seed, numpy_seed, pytorch_seed)
+        check_executor_runs_optimizer(trainer.params.as_dict())
         directory = Path(serialization_dir)
 
         evaluation_reader = validation_dataset_reader or dataset_reader

@@ -1,15 +1,20 @@
-"""A stand-in for the `poptorch` module, for tests only: tests put it in ``sys.modules["poptorch"]``.
+"""A stand-in for the `poptorch` module, for tests only: tests put it in ``sys.modules["poptorch"]``
+(or, for `ipuflow` subprocesses, put tests/poptorch_stand_in on PYTHONPATH).
 
-It implements what poptorch's documentation and sources describe (see
-shared/reference/poptorch-and-optimum-graphcore.md), on the CPU, written independently of the
-native executor so that the contract tests check one against the other:
+Its public surface is poptorch's, as recorded from graphcore/poptorch's sources in
+tests/execution/poptorch_api.py (test_poptorch_api.py checks names, signatures and enums). It runs on
+the CPU, written independently of the native executor so that the contract tests check one against
+the other:
 
-* `Options` records every setter call, and freezes once passed to a model or a DataLoader;
+* `Options` records every setter call, makes poptorch's argument checks, and freezes once used;
 * `trainingModel`/`inferenceModel` return a `PoplarExecutor` holding its own "device" copy of the
   weights and optimizer state (host weights are stale until `copyWeightsToHost`), checking the
   batch dimension, splitting ``[device_iteration][accumulation][replica][micro_batch]``, doing one
-  update per device iteration with Mean reduction, and returning outputs by output mode;
-* `optim.*` carry poptorch's extra attributes (`loss_scaling`, `max_grad_norm`, ...);
+  update per device iteration with Mean reduction, and returning outputs by output mode (as
+  poptorch's tests/batching_test.py expects);
+* `optim.*` take poptorch's arguments, keep its global attributes (`loss_scaling`, `max_grad_norm`,
+  accumulation dtypes, ...) and its optimizer-state format (``ipu_state``/``ipu_param``);
+* a half model keeps fp16 weights (no master copy) and its optimizer state in the accumulation dtypes;
 * `DataLoader` batches by the combined batch size and drops the remainder by default.
 """
 
@@ -18,6 +23,7 @@ from __future__ import annotations
 import copy
 import enum
 import hashlib
+import inspect
 import logging
 import os
 from typing import Any, Dict, List, Optional, Tuple
@@ -56,8 +62,11 @@ class DataLoaderMode(enum.IntEnum):
 
 
 class PipelinedExecution:
-    def __init__(self, *stages: Any) -> None:
-        self.stages = stages
+    def __init__(self, *args: Any) -> None:
+        for arg in args:
+            if not isinstance(arg, (AutoStage, str, list, tuple)):
+                raise AssertionError(f"PipelinedExecution takes an AutoStage or stages / block ids, got {arg!r}")
+        self.stages = args
 
 
 class ShardedExecution(PipelinedExecution):
@@ -69,12 +78,14 @@ class TensorLocationSettings:
         self.on_chip: Optional[bool] = None
         self.replicated_tensor_sharding: Optional[bool] = None
 
-    def useOnChipStorage(self, on_chip: bool = True) -> "TensorLocationSettings":
-        self.on_chip = on_chip
+    def useOnChipStorage(self, use: bool = True) -> "TensorLocationSettings":
+        assert use is None or isinstance(use, bool)
+        self.on_chip = use
         return self
 
-    def useReplicatedTensorSharding(self, enabled: bool = True) -> "TensorLocationSettings":
-        self.replicated_tensor_sharding = enabled
+    def useReplicatedTensorSharding(self, use: bool = True) -> "TensorLocationSettings":
+        assert isinstance(use, bool)
+        self.replicated_tensor_sharding = use
         return self
 
 
@@ -91,50 +102,53 @@ class _Recorder:
         self._owner.calls.append((self._prefix + name, args))
 
 
-class _Training(_Recorder):
+class _TrainingOptions(_Recorder):
     def __init__(self, owner: "Options") -> None:
         super().__init__(owner, "Training.")
         object.__setattr__(self, "gradient_accumulation", 1)
         object.__setattr__(self, "reduction_type", ReductionType.Mean)
         object.__setattr__(self, "auto_loss_scaling", False)
 
-    def gradientAccumulation(self, steps: int) -> "_Training":
-        self._record("gradientAccumulation", steps)
-        object.__setattr__(self, "gradient_accumulation", steps)
+    def gradientAccumulation(self, gradient_accumulation: int) -> "_TrainingOptions":
+        self._record("gradientAccumulation", gradient_accumulation)
+        object.__setattr__(self, "gradient_accumulation", gradient_accumulation)
         return self
 
-    def accumulationAndReplicationReductionType(self, reduction: ReductionType) -> "_Training":
-        self._record("accumulationAndReplicationReductionType", reduction)
-        if reduction == ReductionType.NoReduction:
-            raise ValueError("NoReduction is not supported for accumulationAndReplicationReductionType")
-        object.__setattr__(self, "reduction_type", reduction)
+    def accumulationAndReplicationReductionType(self, reduction_type: ReductionType) -> "_TrainingOptions":
+        self._record("accumulationAndReplicationReductionType", reduction_type)
+        if not isinstance(reduction_type, ReductionType) or reduction_type == ReductionType.NoReduction:
+            raise ValueError("accumulationAndReplicationReductionType must be set to poptorch.ReductionType.Mean or poptorch.ReductionType.Sum")
+        object.__setattr__(self, "reduction_type", reduction_type)
         return self
 
-    def setAutomaticLossScaling(self, enabled: bool) -> "_Training":
+    def setAutomaticLossScaling(self, enabled: bool) -> "_TrainingOptions":
         self._record("setAutomaticLossScaling", enabled)
         object.__setattr__(self, "auto_loss_scaling", enabled)
         return self
 
 
-class _Precision(_Recorder):
+class _PrecisionOptions(_Recorder):
     def __init__(self, owner: "Options") -> None:
         super().__init__(owner, "Precision.")
 
-    def setPartialsType(self, dtype: torch.dtype) -> "_Precision":
+    def setPartialsType(self, dtype: torch.dtype) -> "_PrecisionOptions":
         self._record("setPartialsType", dtype)
+        if dtype not in (torch.float, torch.float32, torch.half, torch.float16):
+            raise ValueError("parameter to setPartialsType should be either torch.float or torch.half")
         return self
 
-    def enableStochasticRounding(self, enabled: bool) -> "_Precision":
+    def enableStochasticRounding(self, enabled: bool) -> "_PrecisionOptions":
         self._record("enableStochasticRounding", enabled)
         return self
 
 
-class _TensorLocations(_Recorder):
+class _TensorLocationOptions(_Recorder):
     def __init__(self, owner: "Options") -> None:
         super().__init__(owner, "TensorLocations.")
 
-    def setOptimizerLocation(self, settings: TensorLocationSettings) -> "_TensorLocations":
-        self._record("setOptimizerLocation", settings)
+    def setOptimizerLocation(self, location: TensorLocationSettings) -> "_TensorLocationOptions":
+        self._record("setOptimizerLocation", location)
+        assert isinstance(location, TensorLocationSettings)
         return self
 
 
@@ -149,9 +163,21 @@ class Options:
         self.output_mode = OutputMode.Default
         self.output_return_period = 1
         self.random_seed: Optional[int] = None
-        self.Training = _Training(self)
-        self.Precision = _Precision(self)
-        self.TensorLocations = _TensorLocations(self)
+        self._training = _TrainingOptions(self)
+        self._precision = _PrecisionOptions(self)
+        self._tensor_locations = _TensorLocationOptions(self)
+
+    @property
+    def Training(self) -> _TrainingOptions:
+        return self._training
+
+    @property
+    def Precision(self) -> _PrecisionOptions:
+        return self._precision
+
+    @property
+    def TensorLocations(self) -> _TensorLocationOptions:
+        return self._tensor_locations
 
     def _record(self, name: str, *args: Any) -> None:
         if self._frozen:
@@ -159,45 +185,52 @@ class Options:
         self.calls.append((name, args))
 
     def called(self, name: str) -> List[tuple]:
-        """The arguments of every call to setter `name` (a test helper)."""
+        """The arguments of every call to setter `name` (a test helper, not poptorch's)."""
         return [args for call, args in self.calls if call == name]
 
-    def deviceIterations(self, count: int) -> "Options":
-        self._record("deviceIterations", count)
-        self.device_iterations = count
+    def deviceIterations(self, device_iterations: int) -> "Options":
+        self._record("deviceIterations", device_iterations)
+        self.device_iterations = device_iterations
         return self
 
-    def replicationFactor(self, count: int) -> "Options":
-        self._record("replicationFactor", count)
-        self.replication_factor = count
+    def replicationFactor(self, replication_factor: int) -> "Options":
+        self._record("replicationFactor", replication_factor)
+        self.replication_factor = replication_factor
         return self
 
-    def outputMode(self, mode: OutputMode, output_return_period: Optional[int] = None) -> "Options":
-        self._record("outputMode", mode, output_return_period)
-        self.output_mode = mode
+    def outputMode(self, output_mode: OutputMode, output_return_period: Optional[int] = None) -> "Options":
+        self._record("outputMode", output_mode, output_return_period)
+        assert isinstance(output_mode, OutputMode)
+        if output_mode == OutputMode.EveryN:
+            assert output_return_period and output_return_period > 0, "EveryN anchor must have output_return_period set to valid positive integer"
+        self.output_mode = output_mode
         self.output_return_period = output_return_period or 1
         return self
 
-    def randomSeed(self, seed: int) -> "Options":
-        self._record("randomSeed", seed)
-        self.random_seed = seed
-        torch.manual_seed(seed)
+    def randomSeed(self, random_seed: int) -> "Options":
+        self._record("randomSeed", random_seed)
+        assert isinstance(random_seed, int)
+        torch.manual_seed(random_seed)
+        self.random_seed = random_seed
         return self
 
-    def autoRoundNumIPUs(self, enabled: bool) -> "Options":
-        self._record("autoRoundNumIPUs", enabled)
+    def autoRoundNumIPUs(self, auto_round_num_ipus: bool = True) -> "Options":
+        self._record("autoRoundNumIPUs", auto_round_num_ipus)
         return self
 
     def enableExecutableCaching(self, path: str) -> "Options":
         self._record("enableExecutableCaching", path)
         return self
 
-    def setAvailableMemoryProportion(self, proportions: Dict[str, float]) -> "Options":
-        self._record("setAvailableMemoryProportion", proportions)
+    def setAvailableMemoryProportion(self, available_memory_proportion: Dict[str, float]) -> "Options":
+        self._record("setAvailableMemoryProportion", available_memory_proportion)
+        for key in available_memory_proportion:
+            assert key.startswith("IPU"), f"Available memory proportions are expected to be in a dictionary of {{\"IPU0\": 0.5}}. Invalid key: {key}"
         return self
 
     def setExecutionStrategy(self, strategy: PipelinedExecution) -> "Options":
         self._record("setExecutionStrategy", strategy)
+        assert isinstance(strategy, PipelinedExecution)
         return self
 
     def defaultOutputMode(self) -> bool:
@@ -234,13 +267,17 @@ def recomputationCheckpoint(*tensors: torch.Tensor) -> Any:
     return tensors[0] if len(tensors) == 1 else tensors
 
 
-def set_available_memory(tensor: torch.Tensor, proportion: float) -> torch.Tensor:
+def set_available_memory(tensor: torch.Tensor, available_memory_proportion: float) -> torch.Tensor:
     return tensor
 
 
-def BeginBlock(module: torch.nn.Module, user_id: Optional[str] = None, ipu_id: Optional[int] = None) -> torch.nn.Module:
-    module.poptorch_block = (user_id, ipu_id)  # type: ignore[attr-defined]
-    return module
+def BeginBlock(layer_to_call: torch.nn.Module, user_id: Optional[str] = None, ipu_id: Optional[int] = None) -> torch.nn.Module:
+    if not isinstance(layer_to_call, torch.nn.Module):
+        raise RuntimeError("module is not an instance of torch.nn.Module or function.")
+    if hasattr(layer_to_call, "poptorch_block"):
+        raise RuntimeError("module has already been assigned to a block.")
+    layer_to_call.poptorch_block = (user_id, ipu_id)  # type: ignore[attr-defined]
+    return layer_to_call
 
 
 def removeBlocks(module: torch.nn.Module) -> None:
@@ -261,74 +298,199 @@ class Block:
 
 
 # -- optimizers -----------------------------------------------------------------------------------
+# Signatures as in poptorch's python/optim.py (poptorch_api.py records them): every argument but
+# `params` defaults to None; arguments given explicitly are "variable" (setOptimizer may change
+# them), the others "constant". `state_dict()` of a wrapped optimizer reads the device state back
+# in poptorch's own format ({"ipu_state", "ipu_param"} plus torch's groups); `load_state_dict`
+# accepts only that format.
+
+_FP_TYPES = (torch.float16, torch.float32)
+
+
+class _VariableAttributes:
+    def __init__(self, variable_attributes: List[str], allowed_attributes: List[str]) -> None:
+        self._variable, self._allowed = list(variable_attributes), list(allowed_attributes)
+
+    def isConstant(self, attr: str) -> bool:
+        return attr not in self._variable
+
+
+class _PoptorchOptimizer:
+    """poptorch.optim.Optimizer: the IPU state dict and its dirty flags."""
+
+    def _init_poptorch(self, explicit: Dict[str, Any], globals_: Dict[str, Any]) -> None:
+        self._state_dict: Dict[str, Any] = {"ipu_state": None, "ipu_param": None}
+        self.ipu_state_is_dirty = False
+        self.host_state_is_dirty = False
+        for key, value in globals_.items():
+            setattr(self, key, value)
+        for key in ("accum_type", "velocity_accum_type", "first_order_momentum_accum_type", "second_order_momentum_accum_type"):
+            if key in globals_:
+                assert globals_[key] in _FP_TYPES, "Accumulation types must be either torch.float32 or torch.float16"
+        self.variable_attrs = _VariableAttributes([key for key, value in explicit.items() if value is not None],
+                                                  list(self.defaults) + ["loss_scaling"])
+
+    def state_dict(self) -> Dict[str, Any]:
+        # poptorch's setOptimizer replaces this method on the wrapped optimizer with a read of the IPU
+        # state; the stand-in keeps the method and looks the reader up instead (same behaviour).
+        reader = self.__dict__.get("_read_from_device")
+        return reader() if reader is not None else self.get_state_dict()
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        torch.optim.Optimizer.load_state_dict(self, {"state": {}, "param_groups": state["param_groups"]})
+        self.set_state_dict(state)
+
+    def get_state_dict(self) -> Dict[str, Any]:
+        return {**self._state_dict, **torch.optim.Optimizer.state_dict(self)}
+
+    def set_state_dict(self, state: Dict[str, Any]) -> None:
+        if not state:
+            raise RuntimeError("Cannot load optimizer state dictionary because it is empty.")
+        if not ("ipu_state" in state and "ipu_param" in state):
+            raise RuntimeError("Only IPU optimizer states can be loaded onto the IPU.")
+        self._state_dict = state
+        self.ipu_state_is_dirty = True
+        self.host_state_is_dirty = False
+
+    def has_state(self) -> bool:
+        return self._state_dict.get("ipu_state") is not None and self._state_dict.get("ipu_param") is not None
+
+
+def _given(arguments: Dict[str, Any], names: Tuple[str, ...]) -> Dict[str, Any]:
+    return {name: arguments[name] for name in names if arguments[name] is not None}
+
+
+def _lamb_step(self: Any) -> None:
+    """The LAMB update of poptorch's reference `LAMB.step` (the device runs its own kernels)."""
+    with torch.no_grad():
+        for group in self.param_groups:
+            beta1, beta2 = group["betas"]
+            for parameter in group["params"]:
+                if parameter.grad is None:
+                    continue
+                state = self.state[parameter]
+                if not state:
+                    state["step"] = torch.zeros(())
+                    state["exp_avg"] = torch.zeros_like(parameter)
+                    state["exp_avg_sq"] = torch.zeros_like(parameter)
+                state["step"] += 1
+                state["exp_avg"].mul_(beta1).add_(parameter.grad, alpha=1 - beta1)
+                state["exp_avg_sq"].mul_(beta2).addcmul_(parameter.grad, parameter.grad, value=1 - beta2)
+                first, second = state["exp_avg"], state["exp_avg_sq"]
+                if self.bias_correction:  # type: ignore[attr-defined]
+                    first = first / (1 - beta1 ** state["step"])
+                    second = second / (1 - beta2 ** state["step"])
+                update = first / (second.sqrt() + group["eps"]) + group["weight_decay"] * parameter
+                weight_norm = parameter.norm().clamp(max=group["max_weight_norm"])
+                update_norm = update.norm()
+                trust = torch.where((weight_norm > 0) & (update_norm > 0), weight_norm / update_norm, torch.ones(()))
+                parameter.sub_(group["lr"] * trust * update)
 
 
 class optim:  # noqa: N801 (a namespace standing in for the poptorch.optim module)
-    """poptorch.optim: torch's maths plus poptorch's global attributes."""
+    """poptorch.optim: torch's maths plus poptorch's global attributes and IPU state format."""
 
-    class _Extras:
-        def _set_extras(self, loss_scaling: Optional[float], max_grad_norm: Optional[float], **ignored: Any) -> None:
-            self.loss_scaling = 1.0 if loss_scaling is None else loss_scaling
-            self.max_grad_norm = float("inf") if max_grad_norm is None else max_grad_norm
-            self.extra_attributes = ignored
+    Optimizer = _PoptorchOptimizer
+    VariableAttributes = _VariableAttributes
 
-    class SGD(torch.optim.SGD, _Extras):
-        def __init__(self, params: Any, lr: float = 0.01, loss_scaling: Optional[float] = None, max_grad_norm: Optional[float] = None, velocity_scaling: Optional[float] = None, use_combined_accum: bool = False, accum_type: Any = None, velocity_accum_type: Any = None, **kwargs: Any) -> None:
-            super().__init__(params, lr=lr, **kwargs)
-            self._set_extras(loss_scaling, max_grad_norm, accum_type=accum_type)
+    class SGD(_PoptorchOptimizer, torch.optim.SGD):
+        def __init__(self, params: Any, lr: float, momentum: Optional[float] = None, dampening: Optional[float] = None,
+                     weight_decay: Optional[float] = None, nesterov: Optional[bool] = None, maximize: Optional[bool] = None,
+                     foreach: Optional[bool] = None, differentiable: Optional[bool] = None, loss_scaling: Optional[float] = None,
+                     velocity_scaling: Optional[float] = None, use_combined_accum: Optional[bool] = None,
+                     accum_type: Optional[torch.dtype] = None, velocity_accum_type: Optional[torch.dtype] = None,
+                     max_grad_norm: Optional[float] = None) -> None:
+            arguments = dict(locals())
+            torch.optim.SGD.__init__(self, params, lr=lr, **_given(arguments, ("momentum", "dampening", "weight_decay", "nesterov")))
+            self._init_poptorch(_given(arguments, ("lr", "momentum", "dampening", "weight_decay", "nesterov", "loss_scaling")), {
+                "loss_scaling": 1.0 if loss_scaling is None else loss_scaling,
+                "use_combined_accum": bool(use_combined_accum),
+                "accum_type": accum_type or torch.float32, "velocity_accum_type": velocity_accum_type or torch.float32,
+                "max_grad_norm": float("inf") if max_grad_norm is None else max_grad_norm})
 
-    class Adam(torch.optim.Adam, _Extras):
-        def __init__(self, params: Any, lr: float = 1e-3, loss_scaling: Optional[float] = None, max_grad_norm: Optional[float] = None, accum_type: Any = None, first_order_momentum_accum_type: Any = None, second_order_momentum_accum_type: Any = None, **kwargs: Any) -> None:
-            if kwargs.get("amsgrad"):
-                raise ValueError("poptorch.optim.Adam does not support amsgrad")
-            super().__init__(params, lr=lr, **kwargs)
-            self._set_extras(loss_scaling, max_grad_norm)
+    class Adam(_PoptorchOptimizer, torch.optim.Adam):
+        def __init__(self, params: Any, lr: Optional[float] = None, betas: Optional[Tuple[float, float]] = None,
+                     eps: Optional[float] = None, weight_decay: Optional[float] = None, amsgrad: Optional[bool] = None,
+                     foreach: Optional[bool] = None, maximize: Optional[bool] = None, capturable: Optional[bool] = None,
+                     differentiable: Optional[bool] = None, fused: Optional[bool] = None, loss_scaling: Optional[float] = None,
+                     accum_type: Optional[torch.dtype] = None, first_order_momentum_accum_type: Optional[torch.dtype] = None,
+                     second_order_momentum_accum_type: Optional[torch.dtype] = None, max_grad_norm: Optional[float] = None) -> None:
+            arguments = dict(locals())
+            if amsgrad:
+                raise ValueError("poptorch.optim.Adam: AMSGrad is currently not supported")
+            torch.optim.Adam.__init__(self, params, **_given(arguments, ("lr", "betas", "eps", "weight_decay")))
+            self._init_poptorch(_given(arguments, ("lr", "betas", "eps", "weight_decay", "amsgrad", "loss_scaling")), {
+                "loss_scaling": 1.0 if loss_scaling is None else loss_scaling,
+                "accum_type": accum_type or torch.float32,
+                "first_order_momentum_accum_type": first_order_momentum_accum_type or torch.float32,
+                "second_order_momentum_accum_type": second_order_momentum_accum_type or torch.float32,
+                "max_grad_norm": float("inf") if max_grad_norm is None else max_grad_norm})
 
-    class AdamW(torch.optim.AdamW, _Extras):
-        def __init__(self, params: Any, lr: float = 1e-3, loss_scaling: Optional[float] = None, max_grad_norm: Optional[float] = None, bias_correction: bool = True, accum_type: Any = None, first_order_momentum_accum_type: Any = None, second_order_momentum_accum_type: Any = None, **kwargs: Any) -> None:
-            if not bias_correction:
+    class AdamW(_PoptorchOptimizer, torch.optim.AdamW):
+        def __init__(self, params: Any, lr: Optional[float] = None, betas: Optional[Tuple[float, float]] = None,
+                     eps: Optional[float] = None, weight_decay: Optional[float] = None, amsgrad: Optional[bool] = None,
+                     maximize: Optional[bool] = None, foreach: Optional[bool] = None, capturable: Optional[bool] = None,
+                     differentiable: Optional[bool] = None, fused: Optional[bool] = None, loss_scaling: Optional[float] = None,
+                     bias_correction: Optional[bool] = None, accum_type: Optional[torch.dtype] = None,
+                     first_order_momentum_accum_type: Optional[torch.dtype] = None,
+                     second_order_momentum_accum_type: Optional[torch.dtype] = None, max_grad_norm: Optional[float] = None) -> None:
+            arguments = dict(locals())
+            if amsgrad:
+                raise ValueError("poptorch.optim.AdamW: AMSGrad is currently not supported")
+            if bias_correction is False:
                 raise NotImplementedError("the stand-in implements AdamW with bias correction only")
-            super().__init__(params, lr=lr, **kwargs)
-            self._set_extras(loss_scaling, max_grad_norm)
+            torch.optim.AdamW.__init__(self, params, **_given(arguments, ("lr", "betas", "eps", "weight_decay")))
+            self._init_poptorch(_given(arguments, ("lr", "betas", "eps", "weight_decay", "amsgrad", "loss_scaling")), {
+                "loss_scaling": 1.0 if loss_scaling is None else loss_scaling, "bias_correction": True,
+                "accum_type": accum_type or torch.float32,
+                "first_order_momentum_accum_type": first_order_momentum_accum_type or torch.float32,
+                "second_order_momentum_accum_type": second_order_momentum_accum_type or torch.float32,
+                "max_grad_norm": float("inf") if max_grad_norm is None else max_grad_norm})
 
-    class RMSprop(torch.optim.RMSprop, _Extras):
-        def __init__(self, params: Any, lr: float = 0.01, loss_scaling: Optional[float] = None, use_tf_variant: bool = False, accum_type: Any = None, first_order_momentum_accum_type: Any = None, second_order_momentum_accum_type: Any = None, **kwargs: Any) -> None:
-            super().__init__(params, lr=lr, **kwargs)
-            self._set_extras(loss_scaling, None)
+    class RMSprop(_PoptorchOptimizer, torch.optim.RMSprop):
+        def __init__(self, params: Any, lr: Optional[float] = None, alpha: Optional[float] = None, eps: Optional[float] = None,
+                     weight_decay: Optional[float] = None, momentum: Optional[float] = None, centered: Optional[bool] = None,
+                     foreach: Optional[bool] = None, maximize: Optional[bool] = None, differentiable: Optional[bool] = None,
+                     loss_scaling: Optional[float] = None, accum_type: Optional[torch.dtype] = None,
+                     first_order_momentum_accum_type: Optional[torch.dtype] = None,
+                     second_order_momentum_accum_type: Optional[torch.dtype] = None, use_tf_variant: Optional[bool] = None) -> None:
+            arguments = dict(locals())
+            if use_tf_variant:
+                raise NotImplementedError("the stand-in implements torch's RMSprop only")
+            torch.optim.RMSprop.__init__(self, params, **_given(arguments, ("lr", "alpha", "eps", "weight_decay", "momentum", "centered")))
+            self._init_poptorch(_given(arguments, ("lr", "alpha", "eps", "weight_decay", "momentum", "centered", "loss_scaling")), {
+                "loss_scaling": 1.0 if loss_scaling is None else loss_scaling, "use_tf_variant": False,
+                "accum_type": accum_type or torch.float32,
+                "first_order_momentum_accum_type": first_order_momentum_accum_type or torch.float32,
+                "second_order_momentum_accum_type": second_order_momentum_accum_type or torch.float32})
 
-    class LAMB(torch.optim.Optimizer, _Extras):
-        """LAMB (no torch counterpart): Adam directions scaled by the trust ratio ||w|| / ||update||."""
+    class LAMB(_PoptorchOptimizer, torch.optim.Optimizer):
+        def __init__(self, params: Any, lr: Optional[float] = None, betas: Optional[Tuple[float, float]] = None,
+                     eps: Optional[float] = None, weight_decay: Optional[float] = None, bias_correction: Optional[bool] = None,
+                     loss_scaling: Optional[float] = None, max_weight_norm: Optional[float] = None,
+                     accum_type: Optional[torch.dtype] = None, first_order_momentum_accum_type: Optional[torch.dtype] = None,
+                     second_order_momentum_accum_type: Optional[torch.dtype] = None) -> None:
+            arguments = dict(locals())
+            defaults = dict(lr=1e-3 if lr is None else lr, betas=(0.9, 0.999) if betas is None else betas,
+                            eps=1e-8 if eps is None else eps, weight_decay=1e-2 if weight_decay is None else weight_decay,
+                            max_weight_norm=65500.0 if max_weight_norm is None else max_weight_norm)  # fp16 max
+            torch.optim.Optimizer.__init__(self, params, defaults)
+            self._init_poptorch(_given(arguments, ("lr", "betas", "eps", "weight_decay", "max_weight_norm", "loss_scaling")), {
+                "loss_scaling": 1.0 if loss_scaling is None else loss_scaling,
+                "bias_correction": True if bias_correction is None else bias_correction,
+                "max_weight_norm": defaults["max_weight_norm"],
+                "accum_type": accum_type or torch.float32,
+                "first_order_momentum_accum_type": first_order_momentum_accum_type or torch.float32,
+                "second_order_momentum_accum_type": second_order_momentum_accum_type or torch.float32})
 
-        def __init__(self, params: Any, lr: float = 1e-3, betas: Tuple[float, float] = (0.9, 0.999), eps: float = 1e-8, weight_decay: float = 1e-2, bias_correction: bool = True, loss_scaling: Optional[float] = None, max_grad_norm: Optional[float] = None, max_weight_norm: Optional[float] = 65500.0, accum_type: Any = None, first_order_momentum_accum_type: Any = None, second_order_momentum_accum_type: Any = None) -> None:
-            super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, bias_correction=bias_correction, max_weight_norm=max_weight_norm))
-            self._set_extras(loss_scaling, max_grad_norm)
+        def step(self, closure: Optional[Any] = None) -> Optional[float]:
+            loss = closure() if closure is not None else None
+            _lamb_step(self)
+            return loss
 
-        @torch.no_grad()
-        def step(self, closure: Any = None) -> None:
-            for group in self.param_groups:
-                beta1, beta2 = group["betas"]
-                for parameter in group["params"]:
-                    if parameter.grad is None:
-                        continue
-                    state = self.state[parameter]
-                    if not state:
-                        state["step"] = torch.zeros(())
-                        state["exp_avg"] = torch.zeros_like(parameter)
-                        state["exp_avg_sq"] = torch.zeros_like(parameter)
-                    state["step"] += 1
-                    state["exp_avg"].mul_(beta1).add_(parameter.grad, alpha=1 - beta1)
-                    state["exp_avg_sq"].mul_(beta2).addcmul_(parameter.grad, parameter.grad, value=1 - beta2)
-                    first, second = state["exp_avg"], state["exp_avg_sq"]
-                    if group["bias_correction"]:
-                        first = first / (1 - beta1 ** state["step"])
-                        second = second / (1 - beta2 ** state["step"])
-                    update = first / (second.sqrt() + group["eps"]) + group["weight_decay"] * parameter
-                    weight_norm = parameter.norm()
-                    if group["max_weight_norm"] is not None:
-                        weight_norm = weight_norm.clamp(max=group["max_weight_norm"])
-                    update_norm = update.norm()
-                    trust = torch.where((weight_norm > 0) & (update_norm > 0), weight_norm / update_norm, torch.ones(()))
-                    parameter.sub_(group["lr"] * trust * update)
+
+_GLOBAL_ATTRIBUTES = ("loss_scaling", "max_grad_norm", "bias_correction", "use_combined_accum", "use_tf_variant",
+                      "accum_type", "velocity_accum_type", "first_order_momentum_accum_type", "second_order_momentum_accum_type")
 
 
 # -- the executor -----------------------------------------------------------------------------------
@@ -345,25 +507,28 @@ def _find_loss(outputs: Any) -> torch.Tensor:
 
 
 class PoplarExecutor:
-    """A CPU emulation of poptorch's PoplarExecutor with separate "device" weights."""
+    """A CPU emulation of poptorch's PoplarExecutor with separate "device" weights and optimizer state."""
 
     def __init__(self, model: torch.nn.Module, options: Options, training: bool, optimizer: Optional[torch.optim.Optimizer]) -> None:
+        options._frozen = True  # poptorch freezes the user's options and keeps an unfrozen clone
+        options = options.clone()
         self._user_model = model
         self._options = options
         self._training = training
         if options.defaultOutputMode():
             options.outputMode(OutputMode.Final if training else OutputMode.All)
-        options._frozen = True
-        self._optimizer = optimizer
+        self._optimizer: Optional[torch.optim.Optimizer] = None
         self._sent_hyperparameters: List[Dict[str, Any]] = []
         self._device_model: Optional[torch.nn.Module] = None
         self._device_optimizer: Optional[torch.optim.Optimizer] = None
+        self._updated: Dict[str, torch.Tensor] = {}
         self._input_spec: Optional[Dict[str, Tuple[torch.Size, torch.dtype]]] = None
         self._attached = False
         self._host_weights_version = -1
         self.set_optimizer_calls = 0
         if optimizer is not None:
             self.setOptimizer(optimizer)
+        options._frozen = True
 
     @property
     def options(self) -> Options:
@@ -388,7 +553,10 @@ class PoplarExecutor:
             )
         return tensor.shape, tensor.dtype
 
-    def compile(self, **inputs: torch.Tensor) -> None:
+    def compile(self, *args: Any, **kwargs: torch.Tensor) -> None:
+        if args:
+            raise NotImplementedError("the stand-in takes keyword inputs only")
+        inputs = kwargs
         if self.isCompiled():
             logger.warning("Call to compile() ignored: the executable is already compiled")
             return
@@ -398,7 +566,7 @@ class PoplarExecutor:
         if self._training:
             self._build_device_optimizer()
         self._attached = True
-        self._host_weights_version = getattr(self._user_model, "_fake_host_weights_version", 0)
+        self._on_device_attach()
         self._save_to_executable_cache()
 
     def _save_to_executable_cache(self) -> None:
@@ -410,21 +578,81 @@ class PoplarExecutor:
             with open(os.path.join(path, hashlib.sha1(signature.encode()).hexdigest() + ".popef"), "w") as entry:
                 entry.write(signature)
 
+    def _on_device_attach(self) -> None:
+        self.copyWeightsToDevice()
+        optimizer = self._optimizer
+        if isinstance(optimizer, _PoptorchOptimizer):
+            if optimizer.has_state():
+                optimizer.ipu_state_is_dirty = True
+                self._write_optimizer_state_if_needed()
+            else:
+                optimizer.host_state_is_dirty = True
+                optimizer.ipu_state_is_dirty = False
+
     def _build_device_optimizer(self) -> None:
+        """The device's optimizer: the same class, groups and hyperparameters over the device weights.
+
+        A half model's weights stay fp16 (IPUs keep no fp32 master copy); the stand-in computes each
+        update in fp32 on a copy of the fp16 weights and keeps the optimizer state in the optimizer's
+        accumulation dtypes (`_update`)."""
         assert self._optimizer is not None and self._device_model is not None
-        host_parameters = {id(parameter): name for name, parameter in self._user_model.named_parameters()}
+        host_names = {id(parameter): name for name, parameter in self._user_model.named_parameters()}
         device_parameters = dict(self._device_model.named_parameters())
+        self._updated = {name: parameter if parameter.dtype != torch.float16 else torch.nn.Parameter(parameter.detach().float())
+                         for name, parameter in device_parameters.items()}
         groups = [
-            {**hyper, "params": [device_parameters[host_parameters[id(parameter)]] for parameter in group["params"]]}
+            {**hyper, "params": [self._updated[host_names[id(parameter)]] for parameter in group["params"]]}
             for group, hyper in zip(self._optimizer.param_groups, self._sent_hyperparameters)
         ]
         kind = type(self._optimizer)
-        extras = {"loss_scaling": self._optimizer.loss_scaling} if isinstance(self._optimizer, optim._Extras) else {}
-        if isinstance(self._optimizer, optim._Extras) and kind is not optim.RMSprop:
-            extras["max_grad_norm"] = None if self._optimizer.max_grad_norm == float("inf") else self._optimizer.max_grad_norm
-        device_optimizer = kind(groups, **extras)
-        device_optimizer.load_state_dict(torch.optim.Optimizer.state_dict(self._optimizer))
-        self._device_optimizer = device_optimizer
+        accepted = inspect.signature(kind.__init__).parameters
+        extras = {key: getattr(self._optimizer, key) for key in _GLOBAL_ATTRIBUTES if key in accepted and hasattr(self._optimizer, key)}
+        if extras.get("max_grad_norm") == float("inf"):
+            extras["max_grad_norm"] = None
+        extras["lr"] = self._optimizer.defaults["lr"]
+        self._device_optimizer = kind(groups, **extras)
+
+    def _device_names(self) -> Dict[int, str]:
+        return {id(parameter): name for name, parameter in self._updated.items()}
+
+    def _read_optimizer_state(self) -> Dict[str, Any]:
+        """The device optimizer state in poptorch's format: named state tensors and weights."""
+        assert self._device_optimizer is not None and self._device_model is not None
+        names = self._device_names()
+        ipu_state = {f"{names[id(parameter)]}/{key}": value.detach().clone()
+                     for parameter, state in self._device_optimizer.state.items() for key, value in state.items()
+                     if isinstance(value, torch.Tensor)}
+        ipu_param = {name: value.detach().clone() for name, value in self._device_model.named_parameters()}
+        return {"ipu_state": ipu_state, "ipu_param": ipu_param}
+
+    def _optimizer_state_dict(self) -> Dict[str, Any]:
+        """poptorch instruments the wrapped optimizer's state_dict() with this: read the IPU state back."""
+        optimizer = self._optimizer
+        assert isinstance(optimizer, _PoptorchOptimizer)
+        if optimizer.host_state_is_dirty:
+            if not self.isCompiled():
+                raise RuntimeError(NO_EXECUTABLE_ERR)
+            optimizer.set_state_dict({**self._read_optimizer_state(), **torch.optim.Optimizer.state_dict(optimizer)})
+            optimizer.ipu_state_is_dirty = False
+        return optimizer.get_state_dict()
+
+    def _write_optimizer_state_if_needed(self) -> None:
+        optimizer = self._optimizer
+        if not isinstance(optimizer, _PoptorchOptimizer) or not optimizer.ipu_state_is_dirty:
+            return
+        assert not optimizer.host_state_is_dirty, "Both host and ipu states cannot be dirty at the same time."
+        if optimizer.has_state():
+            assert self._device_optimizer is not None and self._device_model is not None
+            state = optimizer._state_dict
+            device_parameters = dict(self._device_model.named_parameters())
+            with torch.no_grad():
+                for name, weight in state["ipu_param"].items():
+                    device_parameters[name].copy_(weight)
+            self._device_optimizer.state.clear()
+            for key, value in state["ipu_state"].items():
+                name, _, state_key = key.rpartition("/")
+                self._device_optimizer.state[self._updated[name]][state_key] = value.clone()
+        optimizer.ipu_state_is_dirty = False
 
     def isCompiled(self) -> bool:
         return self._device_model is not None
@@ -438,15 +666,17 @@ class PoplarExecutor:
         if self._attached:
             raise RuntimeError("Device is already attached")
         self._attached = True
-        self.copyWeightsToDevice()
+        self._on_device_attach()
 
     def detachFromDevice(self) -> None:
         if not self.isCompiled():
             raise RuntimeError(NO_EXECUTABLE_ERR)
-        if self._training:
-            self.copyWeightsToHost()
         if not self._attached:
             raise RuntimeError("Device is not attached")
+        if self._training:  # read the weights and the optimizer state back before detaching
+            self.copyWeightsToHost()
+            assert self._optimizer is not None
+            self._optimizer.state_dict()
         self._attached = False
 
     def copyWeightsToHost(self) -> None:
@@ -459,16 +689,13 @@ class PoplarExecutor:
         version = getattr(self._user_model, "_fake_host_weights_version", 0) + 1
         self._user_model._fake_host_weights_version = version  # type: ignore[assignment]
         self._host_weights_version = version
-        if self._device_optimizer is not None and self._optimizer is not None:
-            device_state = self._device_optimizer.state_dict()
-            host_state = torch.optim.Optimizer.state_dict(self._optimizer)
-            device_state["param_groups"] = host_state["param_groups"]
-            torch.optim.Optimizer.load_state_dict(self._optimizer, device_state)
 
     def copyWeightsToDevice(self) -> None:
         if not self.isCompiled():
             raise RuntimeError(NO_EXECUTABLE_ERR)
         assert self._device_model is not None
+        if self._optimizer is not None:
+            self._optimizer.state_dict()  # poptorch syncs the optimizer state to the host first
         self._device_model.load_state_dict(self._user_model.state_dict())
         self._host_weights_version = getattr(self._user_model, "_fake_host_weights_version", 0)
 
@@ -477,10 +704,23 @@ class PoplarExecutor:
             raise RuntimeError("setOptimizer: not a training model")
         self.set_optimizer_calls += 1
         replaced = optimizer is not self._optimizer
+        hyperparameters = [{key: copy.deepcopy(value) for key, value in group.items() if key != "params"} for group in optimizer.param_groups]
+        if not replaced and isinstance(optimizer, _PoptorchOptimizer):
+            # Attributes not given to the constructor are compiled in as constants.
+            for old, new in zip(self._sent_hyperparameters, hyperparameters):
+                for key, value in new.items():
+                    if old.get(key) != value and optimizer.variable_attrs.isConstant(key) and key in optimizer.defaults:
+                        raise ValueError(f"Attribute {key} is constant and cannot be changed: pass it to the optimizer's constructor to make it variable.")
+        if self.isCompiled() and replaced:
+            if isinstance(self._optimizer, _PoptorchOptimizer):
+                self._optimizer_state_dict()  # read the old optimizer's state back before detaching it
+                self._optimizer._read_from_device = None
+            if isinstance(optimizer, _PoptorchOptimizer):
+                optimizer.ipu_state_is_dirty = True
+        if isinstance(optimizer, _PoptorchOptimizer):
+            optimizer._read_from_device = self._optimizer_state_dict
         self._optimizer = optimizer
-        self._sent_hyperparameters = [
-            {key: copy.deepcopy(value) for key, value in group.items() if key != "params"} for group in optimizer.param_groups
-        ]
+        self._sent_hyperparameters = hyperparameters
         if self.isCompiled():
             if replaced:
                 self._build_device_optimizer()
@@ -488,19 +728,26 @@ class PoplarExecutor:
                 assert self._device_optimizer is not None
                 for group, hyper in zip(self._device_optimizer.param_groups, self._sent_hyperparameters):
                     group.update(copy.deepcopy(hyper))
+            if self.isAttachedToDevice():
+                self._write_optimizer_state_if_needed()
 
     def destroy(self) -> None:
         if not self.isCompiled():
             return
         if self._training:
             self.copyWeightsToHost()
+            assert self._optimizer is not None
+            self._optimizer.state_dict()  # sync the optimizer's state back to the host
             self._user_model._fake_poptorch_wrapped = False  # type: ignore[assignment]
         self._device_model = None
         self._device_optimizer = None
         self._input_spec = None
         self._attached = False
 
-    def __call__(self, **inputs: torch.Tensor) -> Dict[str, torch.Tensor]:
+    def __call__(self, *args: Any, **kwargs: torch.Tensor) -> Dict[str, torch.Tensor]:
+        if args:
+            raise NotImplementedError("the stand-in takes keyword inputs only")
+        inputs = kwargs
         if not self.isCompiled():
             self.compile(**inputs)
         if not self._attached:
@@ -517,7 +764,11 @@ class PoplarExecutor:
             raise ValueError("Number of arguments mismatch")
         if not self._training and self._host_weights_version != getattr(self._user_model, "_fake_host_weights_version", 0):
             self.copyWeightsToDevice()  # the training model moved the weights on; pick them up
-        return self._run(inputs)
+        self._write_optimizer_state_if_needed()
+        outputs = self._run(inputs)
+        if isinstance(self._optimizer, _PoptorchOptimizer):
+            self._optimizer.host_state_is_dirty = True  # the device state moved on
+        return outputs
 
     def _run(self, inputs: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
         options = self._options
@@ -532,7 +783,7 @@ class PoplarExecutor:
         for d in range(di):
             if self._training:
                 assert self._device_optimizer is not None
-                self._device_optimizer.zero_grad()
+                model.zero_grad(set_to_none=True)
             for g in range(ga):
                 for replica in range(r):
                     micro_inputs = {key: value[d, g, replica] for key, value in chunks.items()}
@@ -551,15 +802,36 @@ class PoplarExecutor:
 
     def _update(self) -> None:
         optimizer = self._device_optimizer
-        assert optimizer is not None
-        parameters = [p for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
+        assert optimizer is not None and self._device_model is not None
+        device_parameters = dict(self._device_model.named_parameters())
+        updated = [(device_parameters[name], tensor) for name, tensor in self._updated.items() if device_parameters[name].grad is not None]
+        for weight, tensor in updated:
+            if tensor is not weight:  # a half weight: update an fp32 copy of it
+                tensor.data.copy_(weight.detach())
+                tensor.grad = weight.grad.float()
+        grads = [tensor.grad for _, tensor in updated]
         scale = getattr(optimizer, "loss_scaling", 1.0)
-        for parameter in parameters:
-            parameter.grad.div_(scale)
+        if self._options.Training.auto_loss_scaling and not all(bool(torch.isfinite(grad).all()) for grad in grads):
+            # Automatic loss scaling: an overflow skips the update and halves the scale (PopART's
+            # histogram-based algorithm is not emulated; this keeps its contract).
+            optimizer.loss_scaling = scale / 2
+            return
+        for grad in grads:
+            grad.div_(scale)
         max_norm = getattr(optimizer, "max_grad_norm", float("inf"))
         if max_norm != float("inf"):
-            torch.nn.utils.clip_grad_norm_(parameters, max_norm)
+            torch.nn.utils.clip_grad_norm_([tensor for _, tensor in updated], max_norm)
         optimizer.step()
+        first = getattr(optimizer, "first_order_momentum_accum_type", None) or getattr(optimizer, "velocity_accum_type", torch.float32)
+        second = getattr(optimizer, "second_order_momentum_accum_type", torch.float32)
+        with torch.no_grad():
+            for weight, tensor in updated:
+                if tensor is not weight:
+                    weight.copy_(tensor)  # rounds to fp16
+                state = optimizer.state[tensor]
+                for key, dtype in (("exp_avg", first), ("momentum_buffer", first), ("exp_avg_sq", second), ("square_avg", second)):
+                    if isinstance(state.get(key), torch.Tensor) and state[key].dtype != dtype:
+                        state[key].copy_(state[key].to(dtype))  # stored in the accumulation dtype
 
     def _reduce(self, per_replica: List[List[Dict[str, torch.Tensor]]]) -> Dict[str, torch.Tensor]:
         mode = self._options.output_mode
@@ -612,7 +884,11 @@ def inferenceModel(model: torch.nn.Module, options: Optional[Options] = None) ->
 class DataLoader(torch.utils.data.DataLoader):
     """poptorch.DataLoader: batches of the combined size; drop_last defaults to True."""
 
-    def __init__(self, options: Options, dataset: Any, batch_size: int = 1, shuffle: Optional[bool] = None, num_workers: int = 0, drop_last: bool = True, **kwargs: Any) -> None:
+    def __init__(self, options: Options, dataset: Any, batch_size: int = 1, shuffle: bool = False, num_workers: int = 0,
+                 drop_last: bool = True, persistent_workers: Optional[bool] = None, auto_distributed_partitioning: bool = True,
+                 mode: DataLoaderMode = DataLoaderMode.Sync, async_options: Optional[Dict[str, Any]] = None, **kwargs: Any) -> None:
+        if mode != DataLoaderMode.Sync:
+            raise NotImplementedError("the stand-in DataLoader reads synchronously only")
         options._frozen = True
         self.combinedBatchSize = batch_size * options.device_iterations * options.replication_factor * options.Training.gradient_accumulation
         if not drop_last and len(dataset) % self.combinedBatchSize:

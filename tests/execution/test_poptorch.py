@@ -11,6 +11,7 @@ import torch
 from ipuflow.config import ConfigurationError, Params
 from ipuflow.execution import PoptorchExecutor, StepExecutor
 from ipuflow.execution.ipu_config import resolve_placements
+from ipuflow.training.optimizers import Optimizer
 from tests.execution import fake_poptorch
 from tests.execution.executor_test_models import Regression, regression_batch
 
@@ -133,6 +134,131 @@ def test_an_unsupported_optimizer_is_a_configuration_error():
         PoptorchExecutor(model, torch.optim.Adagrad(model.parameters(), lr=0.1))
 
 
+REGISTERED_TWINS = {"sgd": "SGD", "adam": "Adam", "adamw": "AdamW", "rmsprop": "RMSprop", "lamb": "LAMB"}
+
+
+@pytest.mark.parametrize("name", sorted(REGISTERED_TWINS))
+def test_every_registered_optimizer_with_a_twin_converts_with_groups_and_explicit_hyperparameters(name):
+    # Every optimizer a config builds is a registered subclass (issue 10: they were looked up by exact type).
+    model = Stack(layers=3)
+    config = {"type": name, "lr": 0.01, "parameter_groups": [[["layers\\.0\\."], {"requires_grad": False}],
+                                                            [["^layers\\.[12]\\.bias"], {"weight_decay": 0.0, "lr": 0.02}]]}
+    optimizer = Optimizer.from_params(Params(config), model_parameters=list(model.named_parameters()))
+    executor = PoptorchExecutor(model, optimizer, loss_scaling=64.0, precision="fp16")
+    device = executor._device_optimizer
+    assert type(device) is getattr(fake_poptorch.optim, REGISTERED_TWINS[name])
+    assert [len(group["params"]) for group in device.param_groups] == [2, 2]  # layer 0 frozen and left out
+    assert [group["lr"] for group in device.param_groups] == [0.02, 0.01]
+    assert device.param_groups[0]["weight_decay"] == 0.0
+    assert device.loss_scaling == 64.0
+    # optimum-graphcore's create_optimizer: fp16 accumulators and first moment, fp32 second moment.
+    assert device.accum_type == torch.float16
+    if name != "sgd":
+        assert device.first_order_momentum_accum_type == torch.float16 and device.second_order_momentum_accum_type == torch.float32
+    # Every hyperparameter is passed explicitly, so a scheduler may change it through setOptimizer.
+    assert all(not device.variable_attrs.isConstant(key) for key in device.defaults if key in ("lr", "momentum", "betas", "weight_decay"))
+    executor({"x": torch.randn(2, 4), "y": torch.randn(2, 4)})
+
+
+def test_lamb_keeps_bias_correction_and_max_weight_norm():
+    model = Regression()
+    optimizer = Optimizer.from_params(Params({"type": "lamb", "lr": 0.01, "bias_correction": False, "max_weight_norm": 3.0}),
+                                      model_parameters=list(model.named_parameters()))
+    device = PoptorchExecutor(model, optimizer)._device_optimizer
+    assert device.bias_correction is False and device.param_groups[0]["max_weight_norm"] == 3.0
+
+
+@pytest.mark.parametrize("name", ["rmsprop", "lamb"])
+def test_max_grad_norm_with_an_optimizer_without_clipping_is_refused(name):
+    model = Regression()
+    optimizer = Optimizer.from_params(Params({"type": name}), model_parameters=list(model.named_parameters()))
+    with pytest.raises(ConfigurationError, match="max_grad_norm"):
+        PoptorchExecutor(model, optimizer, max_grad_norm=1.0)
+
+
+def test_amsgrad_is_refused_as_poptorch_refuses_it():
+    model = Regression()
+    with pytest.raises(ConfigurationError, match="amsgrad"):
+        PoptorchExecutor(model, torch.optim.Adam(model.parameters(), amsgrad=True))
+
+
+@pytest.mark.parametrize("name", sorted(REGISTERED_TWINS))
+def test_optimizer_state_resumes_exactly_through_poptorchs_own_format(name):
+    def build(model):
+        optimizer = Optimizer.from_params(Params({"type": name, "lr": 0.01}), model_parameters=list(model.named_parameters()))
+        return PoptorchExecutor(model, optimizer, device_iterations=2)
+
+    torch.manual_seed(0)
+    model = Regression()
+    executor = build(model)
+    executor(regression_batch(4, seed=0))
+    executor.copy_weights_to_host()
+    state = executor.state_dict()
+    assert state["poptorch_optimizer"]["ipu_state"] is not None, "the device state is read back in poptorch's format"
+    assert state["poptorch_optimizer"]["ipu_state"] or name == "sgd"  # plain SGD has no state
+    weights = {key: value.clone() for key, value in model.state_dict().items()}
+    executor(regression_batch(4, seed=1))
+    executor.copy_weights_to_host()
+    expected = {key: value.clone() for key, value in model.state_dict().items()}
+
+    resumed_model = Regression()
+    resumed_model.load_state_dict(weights)
+    resumed = build(resumed_model)
+    resumed.load_state_dict(state)
+    resumed(regression_batch(4, seed=1))
+    resumed.copy_weights_to_host()
+    for key, value in resumed_model.state_dict().items():
+        assert torch.equal(value, expected[key]), key
+
+
+def test_the_stand_in_loads_only_poptorch_format_optimizer_state():
+    model = Regression()
+    optimizer = fake_poptorch.optim.Adam(model.parameters(), lr=0.1)
+    with pytest.raises(RuntimeError, match="Only IPU optimizer states"):
+        optimizer.load_state_dict(torch.optim.Adam(model.parameters()).state_dict())
+
+
+def test_a_native_checkpoint_resumes_on_poptorch_with_a_warning_that_the_moments_restart():
+    model = Regression()
+    native = torch.optim.Adam(model.parameters(), lr=0.1)
+    model(**regression_batch(2))["loss"].backward()
+    native.step()
+    executor = PoptorchExecutor(model, torch.optim.Adam(model.parameters(), lr=0.1))
+    with pytest.warns(UserWarning, match="restart from zero"):
+        executor.load_state_dict({"optimizer": native.state_dict(), "rng": {}})
+
+
+def test_the_trainer_refuses_an_optimizer_without_a_twin_from_the_config_alone():
+    from ipuflow.experiment.train_model import check_executor_runs_optimizer
+
+    for name in ("adagrad", "adadelta", "adamax", "sparse_adam"):
+        with pytest.raises(ConfigurationError, match="'sgd', 'adam', 'adamw', 'rmsprop', 'lamb'"):
+            check_executor_runs_optimizer({"executor": {"type": "poptorch"}, "optimizer": {"type": name}})
+        check_executor_runs_optimizer({"executor": {"type": "native"}, "optimizer": {"type": name}})
+    check_executor_runs_optimizer({"executor": {"type": "poptorch"}})  # the default adam has a twin
+    with pytest.raises(ConfigurationError, match="max_grad_norm"):
+        check_executor_runs_optimizer({"executor": {"type": "poptorch"}, "optimizer": {"type": "lamb"}, "grad_norm": 1.0})
+
+
+def test_components_documents_every_poptorch_key():
+    import subprocess
+
+    root = __import__("pathlib").Path(__file__).resolve().parents[2]
+    listing = subprocess.run([sys.executable, "-m", "ipuflow", "components", "stepexecutor", "poptorch"], cwd=root,
+                             capture_output=True, text=True, check=True).stdout
+    lines = listing.split("config keys:\n")[1].split("injected by")[0].strip().splitlines()
+    documented = {}
+    for line in lines:
+        name, _, rest = line.strip().partition(": ")
+        documented[name] = rest.split("  ", 1)[1].strip() if "  " in rest else ""
+    import inspect
+
+    expected = {name for function in (StepExecutor.__init__, PoptorchExecutor.__init__)
+                for name in inspect.signature(function).parameters} - {"self", "model", "optimizer", "training", "options"}
+    assert set(documented) == expected
+    assert not [name for name, doc in documented.items() if not doc], "keys without a doc"
+
+
 def test_bf16_is_rejected_on_ipus():
     model = Regression()
     with pytest.raises(ConfigurationError, match="executor.precision"):
@@ -227,3 +353,73 @@ def test_the_stand_in_dataloader_combines_batches_and_drops_the_remainder():
     assert len(loader) == 25 and next(iter(loader))[0].tolist() == [0, 1, 2, 3]
     loader = fake_poptorch.DataLoader(fake_poptorch.Options().replicationFactor(3), torch.utils.data.TensorDataset(torch.arange(100)), batch_size=2)
     assert len(loader) == 16
+
+
+def test_set_optimizer_with_a_new_optimizer_converts_it_and_keeps_training():
+    model = Regression()
+    executor = PoptorchExecutor(model, torch.optim.SGD(model.parameters(), lr=0.1))
+    executor(regression_batch(2))
+    replacement = torch.optim.Adam(model.parameters(), lr=0.01)
+    executor.set_optimizer(replacement)
+    assert type(executor._device_optimizer) is fake_poptorch.optim.Adam
+    executor(regression_batch(2))
+    with pytest.raises(ConfigurationError, match="not the model's"):
+        executor.set_optimizer(torch.optim.SGD(Regression().parameters(), lr=0.1))
+
+
+class _Linear(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(6, 20)
+
+    def forward(self, x: torch.Tensor) -> dict:
+        return {"out": self.linear(x)}
+
+
+@pytest.mark.parametrize("mode", ["All", "Default", "EveryN", "Final", "Sum"])
+def test_the_stand_in_returns_outputs_as_poptorchs_batching_test_expects(mode):
+    # poptorch tests/batching_test.py::test_inferenceAnchors: 10 device iterations of micro-batch 1.
+    torch.manual_seed(42)
+    model = _Linear()
+    inputs = torch.randn([10, 1, 5, 6])
+    native = model(inputs)["out"]
+    options = fake_poptorch.Options().deviceIterations(10)
+    if mode != "Default":
+        options.outputMode(getattr(fake_poptorch.OutputMode, mode), 5 if mode == "EveryN" else None)
+    out = fake_poptorch.inferenceModel(model, options)(x=inputs)["out"]
+    assert out.dim() == 4
+    if mode in ("All", "Default"):
+        torch.testing.assert_close(out, native)
+    elif mode == "EveryN":
+        assert out.shape[0] == 2
+        torch.testing.assert_close(out[0], native[4])
+        torch.testing.assert_close(out[1], native[9])
+    elif mode == "Final":
+        torch.testing.assert_close(out, native[-1:])
+    else:
+        torch.testing.assert_close(out, native.sum(0, keepdim=True))
+
+
+@pytest.mark.parametrize("mode, shape", [("All", (1000,)), ("EveryN", (50,)), ("Final", ()), ("Sum", ()), ("Default", ())])
+def test_the_stand_in_returns_training_losses_as_poptorchs_batching_test_expects(mode, shape):
+    # poptorch tests/batching_test.py::test_trainingAnchors: 1000 device iterations, period 20.
+    class WithLoss(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = torch.nn.Linear(10, 10)
+
+        def forward(self, x: torch.Tensor, y: torch.Tensor) -> dict:
+            out = self.linear(x)
+            return {"out": out, "loss": torch.nn.functional.cross_entropy(out, y)}
+
+    torch.manual_seed(42)
+    options = fake_poptorch.Options().deviceIterations(1000)
+    if mode != "Default":
+        options.outputMode(getattr(fake_poptorch.OutputMode, mode), 20 if mode == "EveryN" else None)
+    model = WithLoss()
+    label = torch.randint(0, 10, [1]).expand([1000])
+    outputs = fake_poptorch.trainingModel(model, options, fake_poptorch.optim.SGD(model.parameters(), lr=0.01))(
+        x=torch.randn(1000, 10), y=label)
+    assert tuple(outputs["loss"].shape) == shape
+    if mode == "Sum":
+        assert outputs["loss"] > 500.0

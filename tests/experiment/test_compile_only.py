@@ -25,35 +25,6 @@ WITH_STAND_IN = (
 )
 
 
-def _poptorch_trains_registered_optimizers() -> bool:
-    """Whether the poptorch executor converts the optimizers a config builds (issue 10's other half)."""
-    from ipuflow.config import ConfigurationError, Params
-    from ipuflow.execution import PoptorchExecutor
-    from ipuflow.training.optimizers import Optimizer
-    from tests.execution import fake_poptorch
-
-    model = LinearRegression()
-    optimizer = Optimizer.from_params(Params({"type": "adam"}), model_parameters=list(model.named_parameters()))
-    saved = sys.modules.get("poptorch")
-    sys.modules["poptorch"] = fake_poptorch
-    try:
-        PoptorchExecutor(model, optimizer)
-        return True
-    except ConfigurationError:
-        return False
-    finally:
-        if saved is None:
-            del sys.modules["poptorch"]
-        else:
-            sys.modules["poptorch"] = saved
-
-
-needs_optimizer_conversion = pytest.mark.skipif(
-    not _poptorch_trains_registered_optimizers(),
-    reason="the poptorch executor does not yet convert registered optimizers (issue 10, optimizer conversion)",
-)
-
-
 def _write_config(directory: Path, data_dir: Path, lengths: dict = {"length_buckets": [4, 8]}, **trainer) -> Path:
     config = tiny_config(data_dir, **trainer)
     config["data_loader"] = {"batch_size": 4, "shuffle": True, **lengths}
@@ -140,7 +111,6 @@ def test_compile_only_cli_with_torch_compile_says_what_it_compiled(tiny_data, tm
     assert "Compiled for the training loader (training, 2 input shape(s): tokens [4, 4]" in done.stdout
 
 
-@needs_optimizer_conversion
 def test_compile_only_on_poptorch_fills_the_executable_cache(tiny_data, tmp_path):
     cache = tmp_path / "exe_cache"
     executor = {"type": "poptorch", "device_iterations": 2, "executable_cache_dir": str(cache)}
@@ -161,7 +131,6 @@ def test_compile_only_on_poptorch_fills_the_executable_cache(tiny_data, tmp_path
     assert len(entries) == 2 and entries[0].startswith("(False") and entries[1].startswith("(True")
 
 
-@needs_optimizer_conversion
 def test_compile_only_on_poptorch_stops_on_length_buckets_as_training_would(tiny_data, tmp_path):
     config = _write_config(tmp_path, tiny_data, executor={"type": "poptorch"})
     done = _ipuflow("train", str(config), "-s", str(tmp_path / "run"), "--compile-only", stand_in=True)
@@ -169,7 +138,6 @@ def test_compile_only_on_poptorch_stops_on_length_buckets_as_training_would(tiny
     assert "one executable for one input signature" in done.stderr and "max_length" in done.stderr
 
 
-@needs_optimizer_conversion
 def test_compile_only_with_an_optimum_ipu_config_fills_its_cache_in_the_working_directory(tiny_data, tmp_path):
     # Graphcore's own file (tests/fixtures/ipu_config/README.md): executable_cache_dir "./exe_cache".
     shutil.copy(ROOT / "tests" / "fixtures" / "ipu_config" / "t5_encoder_ipu_config.json", tmp_path / "ipu_config.json")
@@ -181,7 +149,6 @@ def test_compile_only_with_an_optimum_ipu_config_fills_its_cache_in_the_working_
     assert not (tmp_path / "run").exists()
 
 
-@needs_optimizer_conversion
 def test_the_shipped_ipu_example_compiles_with_the_block_winning_over_its_ipu_config(tmp_path):
     cache = tmp_path / "exe_cache"
     done = _ipuflow("train", "configs/quickstart_ipu.jsonnet", "-s", str(tmp_path / "run"), "--compile-only",
