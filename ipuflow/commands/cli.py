@@ -46,6 +46,8 @@ class _LazyGroup(click.Group):
         "train": ("ipuflow.commands.train", "train", "Train a model from a config file."),
         "evaluate": ("ipuflow.commands.evaluate", "evaluate", "Score an archived model on a dataset."),
         "predict": ("ipuflow.commands.predict", "predict", "Run an archived model on JSON-lines inputs."),
+        "tune": ("ipuflow.commands.tune", "tune", "Search hyperparameters with optuna, one training run per trial."),
+        "export": ("ipuflow.commands.export", "export", "Export an archived model to ONNX and check it against PyTorch."),
         "components": ("ipuflow.commands.components", "components", "List registered components and their config keys."),
     }
 
