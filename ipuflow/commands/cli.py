@@ -11,7 +11,7 @@ import shutil
 import sys
 import textwrap
 import traceback
-from typing import List, Optional
+from typing import Any, List, Optional
 
 import click
 
@@ -37,6 +37,15 @@ include_package_option = click.option(
     "--include-package", "include_package", multiple=True, metavar="PACKAGE",
     help="Import PACKAGE and its submodules so their components register (repeatable).",
 )
+
+
+
+def inference_executor_options(command: Any) -> Any:
+    """`--executor onnxruntime` and `--onnx-model FILE`, for the commands that run an archived model."""
+    command = click.option("--onnx-model", type=click.Path(dir_okay=False),
+                           help="The ONNX file (from `ipuflow export`) for --executor onnxruntime.")(command)
+    return click.option("--executor", "executor_type", type=click.Choice(["onnxruntime"]),
+                        help="Run --onnx-model with ONNX Runtime instead of the archive's executor.")(command)
 
 
 class _LazyGroup(click.Group):

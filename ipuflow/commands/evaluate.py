@@ -8,12 +8,13 @@ from typing import Any, Dict, List, Optional, TextIO, Tuple
 
 import click
 
-from ipuflow.commands.cli import debug_option, include_package_option
+from ipuflow.commands.cli import debug_option, include_package_option, inference_executor_options
 
 
 def evaluate_archive(archive_path: str, input_paths: List[str], batch_size: Optional[int] = None,
                      device: Optional[str] = None, overrides: str = "", weights_file: Optional[str] = None,
-                     predictions_file: Optional[TextIO] = None) -> Dict[str, Any]:
+                     predictions_file: Optional[TextIO] = None, executor_type: Optional[str] = None,
+                     onnx_model: Optional[str] = None) -> Dict[str, Any]:
     """Metrics of the archived model on each input (keys prefixed by file stem when several)."""
     import torch
 
@@ -25,7 +26,7 @@ def evaluate_archive(archive_path: str, input_paths: List[str], batch_size: Opti
 
     archive = load_archive(archive_path, overrides=overrides, weights_file=weights_file)
     model, config = archive.model, archive.config
-    executor = inference_executor_from_config(config, model, device)
+    executor = inference_executor_from_config(config, model, device, executor_type, onnx_model)
     postprocessor_params = config.get("postprocessor")
     postprocessor = Postprocessor.from_params(postprocessor_params, vocab=archive.vocab) if isinstance(postprocessor_params, Params) else None
     all_metrics: Dict[str, Any] = {}
@@ -67,13 +68,14 @@ def evaluate_archive(archive_path: str, input_paths: List[str], batch_size: Opti
               help="Write one JSON line of human-readable outputs per instance here.")
 @click.option("--batch-size", type=click.IntRange(min=1), help="Micro-batch size (default: the config's).")
 @click.option("--device", help="Device for the native executor, e.g. cpu or cuda:0.")
+@inference_executor_options
 @click.option("-o", "--overrides", default="", metavar="JSON", help="Edits to the archived config.")
 @click.option("--weights-file", type=click.Path(dir_okay=False), help="Weights to use instead of the archive's.")
 @include_package_option
 @debug_option
 def evaluate(archive: str, input_paths: str, output_file: Optional[str], predictions_output_file: Optional[str],
-             batch_size: Optional[int], device: Optional[str], overrides: str, weights_file: Optional[str],
-             include_package: Tuple[str, ...]) -> None:
+             batch_size: Optional[int], device: Optional[str], executor_type: Optional[str], onnx_model: Optional[str],
+             overrides: str, weights_file: Optional[str], include_package: Tuple[str, ...]) -> None:
     """Score the model in ARCHIVE (model.tar.gz or a run directory) on INPUT (comma-separated paths)."""
     from ipuflow.config.plugins import include_packages
     from ipuflow.experiment.serialization_dir import configure_logging
@@ -84,7 +86,8 @@ def evaluate(archive: str, input_paths: str, output_file: Optional[str], predict
     paths = [path.strip() for path in input_paths.split(",") if path.strip()]
     predictions = open(predictions_output_file, "w") if predictions_output_file else None
     try:
-        metrics = evaluate_archive(archive, paths, batch_size, device, overrides, weights_file, predictions)
+        metrics = evaluate_archive(archive, paths, batch_size, device, overrides, weights_file, predictions,
+                                   executor_type, onnx_model)
     finally:
         if predictions is not None:
             predictions.close()
