@@ -153,7 +153,7 @@ class Search:
         if DIR holds none yet) after checking it searches the same space."""
         import optuna
 
-        sampler, pruner = build_sampler(self.spec), build_pruner(self.spec)  # bad arguments: errors now
+        sampler, pruner = build_sampler(self.spec), build_pruner(self.spec.pruner)  # bad arguments: errors now
         self.directory.mkdir(parents=True, exist_ok=True)
         stored = self.directory / STORAGE_NAME
         if not resume and any(self.directory.iterdir()):
@@ -223,7 +223,8 @@ class Search:
             trial.set_user_attr("host", socket.gethostname())
             trial.set_user_attr("pid", os.getpid())
             pruning = {"type": "optuna_pruning", "storage": storage_url(self.directory),
-                       "study_name": study.study_name, "trial_number": trial.number, "metric": metric}
+                       "study_name": study.study_name, "trial_number": trial.number, "metric": metric,
+                       "pruner": self.spec.pruner}
             started = time.monotonic()
             error: Optional[str] = None
             try:
@@ -366,8 +367,8 @@ def grid_space(spec: SearchSpec) -> Dict[str, List[Any]]:
     return space
 
 
-def build_pruner(spec: SearchSpec) -> Any:
-    """The optuna pruner the SEARCH names (`median` by default; `none` never prunes)."""
+def build_pruner(block: Mapping[str, Any]) -> Any:
+    """The optuna pruner a SEARCH's pruner block names (`median` by default; `none` never prunes)."""
     import optuna
 
     pruners = {
@@ -380,4 +381,4 @@ def build_pruner(spec: SearchSpec) -> Any:
         "wilcoxon": optuna.pruners.WilcoxonPruner,
         "none": optuna.pruners.NopPruner,
     }
-    return _component("pruner", spec.pruner, pruners)
+    return _component("pruner", block, pruners)

@@ -36,22 +36,24 @@ def tuned_value(metric: Union[str, List[str]], metrics: Dict[str, float]) -> flo
 
 @TrainerCallback.register("optuna_pruning")
 class OptunaPruningCallback(TrainerCallback):
-    """Reports `metric` after every validation to trial `trial_number` of optuna study `study_name` in
-    `storage`, and asks the trainer to stop (after a checkpoint, so the run stays a normal run) when
-    the study's pruner prunes the trial. `ipuflow tune` adds it to each trial's config.
+    """Reports `metric` after every validation (at its count of optimizer updates) to trial
+    `trial_number` of optuna study `study_name` in `storage`, and asks the trainer to stop (after a
+    checkpoint, so the run stays a normal run) when `pruner` (a SEARCH pruner block: optuna does not
+    store pruners with studies) prunes the trial. `ipuflow tune` adds it to each trial's config.
 
     The callback is active only while the trial is running in that storage: re-running or recovering a
     trial's directory with `ipuflow train` later trains as usual and reports nothing.
     """
 
     def __init__(self, serialization_dir: str, storage: str, study_name: str, trial_number: int,
-                 metric: Union[str, List[str]] = "-loss") -> None:
+                 metric: Union[str, List[str]] = "-loss", pruner: Optional[Dict[str, Any]] = None) -> None:
         super().__init__(serialization_dir)
         parse_validation_metric(metric)  # a bad metric is an error now, not after the first epoch
         self.storage_url = storage
         self.study_name = study_name
         self.trial_number = trial_number
         self.metric = metric
+        self.pruner = dict(pruner or {"type": "median"})
         self._trial: Any = None
 
     def on_start(self, trainer: "GradientDescentTrainer", is_primary: bool = True, **kwargs: Any) -> None:
@@ -76,7 +78,9 @@ class OptunaPruningCallback(TrainerCallback):
             logger.info("optuna_pruning: trial %d of study %r is finished; not reporting.", self.trial_number,
                         self.study_name)
             return None
-        study = optuna.load_study(study_name=self.study_name, storage=storage)
+        from ipuflow.tuning.study import build_pruner
+
+        study = optuna.load_study(study_name=self.study_name, storage=storage, pruner=build_pruner(self.pruner))
         return optuna.trial.Trial(study, trial_id)
 
     def on_evaluate(self, trainer: "GradientDescentTrainer", metrics: Dict[str, float], epoch: int, step: int,
