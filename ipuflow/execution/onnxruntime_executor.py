@@ -32,7 +32,7 @@ class OnnxSession:
 
     def __init__(self, model_file: str, record: Any, providers: Optional[List[str]] = None,
                  intra_op_threads: Optional[int] = None) -> None:
-        import onnxruntime
+        import onnxruntime  # type: ignore[import-untyped]
 
         options = onnxruntime.SessionOptions()
         options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL

@@ -170,6 +170,7 @@ def _export_proto(wrapper: ForwardByPosition, arguments: Tuple[torch.Tensor, ...
             wrapper, arguments, None, input_names=input_names, output_names=output_names, opset_version=opset,
             dynamo=True, dynamic_shapes={"inputs": _dynamic_shapes(batch)} if dynamic else None, verbose=False,
         )
+        assert program is not None  # f=None returns the program
         return program.model_proto
     import io
 
@@ -187,7 +188,8 @@ def _export_proto(wrapper: ForwardByPosition, arguments: Tuple[torch.Tensor, ...
     buffer = io.BytesIO()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # chosen on purpose, as the fallback (docs/onnx.md)
-        torch.onnx.export(wrapper, arguments, buffer, input_names=input_names, output_names=output_names,
+        torch.onnx.export(wrapper, arguments, buffer,  # type: ignore[arg-type]  # the TorchScript exporter takes a buffer
+                          input_names=input_names, output_names=output_names,
                           opset_version=opset, dynamo=False, dynamic_axes=axes)
     return onnx.load_from_string(buffer.getvalue())
 

@@ -116,7 +116,7 @@ def write_plots(study: Any, directory: Path) -> List[Path]:
         return written
     plots = {"optimization_history": "plot_optimization_history", "param_importances": "plot_param_importances"}
     try:
-        import plotly  # noqa: F401
+        import plotly  # type: ignore[import-not-found]  # noqa: F401
 
         from optuna import visualization
     except ImportError:
@@ -131,7 +131,7 @@ def write_plots(study: Any, directory: Path) -> List[Path]:
             except Exception as error:  # e.g. importances need two complete trials with varied params
                 logger.info("tune: no %s plot: %s", name, error)
     try:
-        import matplotlib
+        import matplotlib  # type: ignore[import-not-found]
 
         matplotlib.use("Agg")
         from optuna.visualization import matplotlib as optuna_matplotlib
@@ -148,7 +148,7 @@ def write_plots(study: Any, directory: Path) -> List[Path]:
                 directory.mkdir(parents=True, exist_ok=True)
                 axes.figure.savefig(str(directory / f"{name}.png"), bbox_inches="tight")
                 written.append(directory / f"{name}.png")
-                import matplotlib.pyplot as pyplot
+                import matplotlib.pyplot as pyplot  # type: ignore[import-not-found]
 
                 pyplot.close(axes.figure)
             except Exception as error:

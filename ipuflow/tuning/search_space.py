@@ -50,18 +50,21 @@ class Distribution:
 
     def suggest(self, trial: Any) -> Any:
         """The value `trial` (an optuna Trial) samples for this key."""
+        if self.type == "categorical":
+            # optuna stores categorical choices as JSON scalars; objects and lists travel as JSON text.
+            encoded = [_encode_choice(choice) for choice in self.choices or []]
+            return _decode_choice(trial.suggest_categorical(self.key, encoded))
+        low, high = self.low, self.high
+        assert low is not None and high is not None  # set for every numeric distribution
         if self.type == "float":
-            return trial.suggest_float(self.key, self.low, self.high, log=self.log, step=self.step)
-        if self.type == "int":
-            return trial.suggest_int(self.key, int(self.low), int(self.high), log=self.log, step=int(self.step or 1))
-        # optuna stores categorical choices as JSON scalars; objects and lists travel as JSON text.
-        encoded = [_encode_choice(choice) for choice in self.choices or []]
-        return _decode_choice(trial.suggest_categorical(self.key, encoded))
+            return trial.suggest_float(self.key, low, high, log=self.log, step=self.step)
+        return trial.suggest_int(self.key, int(low), int(high), log=self.log, step=int(self.step or 1))
 
     def representative(self) -> Any:
         """A value inside the distribution, used to check the key before any trial runs."""
         if self.type == "categorical":
             return (self.choices or [None])[0]
+        assert self.low is not None
         if self.type == "int":
             return int(self.low)
         return float(self.low)

@@ -172,7 +172,8 @@ class Search:
             if len(study.trials):
                 sampler = build_sampler(self.spec, len(study.trials))
         else:
-            study = optuna.create_study(storage=storage, study_name=self.study_name, direction=self.direction)
+            study = optuna.create_study(storage=storage, study_name=self.study_name,
+                                        direction=optuna.study.StudyDirection[self.direction.upper()])
             study.set_user_attr("record", json.loads(json.dumps(record)))
             (self.directory / SEARCH_NAME).write_text(json.dumps(record, indent=2) + "\n")
         # The sampler and pruner are not stored with the study; every process builds its own. A
@@ -356,7 +357,8 @@ def grid_space(spec: SearchSpec) -> Dict[str, List[Any]]:
     for key, distribution in spec.parameters.items():
         if distribution.type == "categorical":
             space[key] = [_encode_choice(choice) for choice in distribution.choices or []]
-        elif distribution.step is not None or distribution.type == "int":
+        elif (distribution.step is not None or distribution.type == "int") and distribution.low is not None \
+                and distribution.high is not None:
             step = distribution.step or 1
             count = int(round((distribution.high - distribution.low) / step)) + 1
             space[key] = [distribution.low + index * step for index in range(count)]
