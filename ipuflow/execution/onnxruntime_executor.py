@@ -113,6 +113,13 @@ class OnnxRuntimeExecutor(StepExecutor):
         check_weights: bool = True,
         **options: Any,
     ) -> None:
+        """The file to run and where.
+
+        model_file: the ONNX file written by `ipuflow export` from this archive.
+        providers: ONNX Runtime execution providers, e.g. ["CUDAExecutionProvider", "CPUExecutionProvider"].
+        intra_op_threads: CPU threads per call (default: ONNX Runtime's, one per core).
+        check_weights: refuse a file exported from other weights than the model's.
+        """
         if options.get("training", True):
             raise ConfigurationError(
                 "executor: the onnxruntime executor runs inference only (evaluate, predict); train with native or poptorch."

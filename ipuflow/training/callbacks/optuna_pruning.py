@@ -47,6 +47,14 @@ class OptunaPruningCallback(TrainerCallback):
 
     def __init__(self, serialization_dir: str, storage: str, study_name: str, trial_number: int,
                  metric: Union[str, List[str]] = "-loss", pruner: Optional[Dict[str, Any]] = None) -> None:
+        """The trial to report to and how.
+
+        storage: the optuna storage URL of the study (ipuflow tune: sqlite:///DIR/study.db).
+        study_name: the study's name in the storage.
+        trial_number: the trial this run is.
+        metric: the validation metric to report, signed like trainer.validation_metric.
+        pruner: the SEARCH's pruner block, e.g. {"type": "median", "n_warmup_steps": 1}.
+        """
         super().__init__(serialization_dir)
         parse_validation_metric(metric)  # a bad metric is an error now, not after the first epoch
         self.storage_url = storage
