@@ -33,9 +33,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from ipuflow.archival import load_archive  # noqa: E402
-from ipuflow.evaluation.inference import (  # noqa: E402
-    inference_executor_from_config, loader_from_config, onnxruntime_executor,
-)
+from ipuflow.evaluation.inference import inference_executor_from_config, loader_from_config  # noqa: E402
+from ipuflow.execution.onnxruntime_executor import OnnxRuntimeExecutor  # noqa: E402
 from ipuflow.exporting.onnx_export import export_archive  # noqa: E402
 
 CONFIGS = {"quickstart": "configs/quickstart.jsonnet", "minilm": "configs/rotten_tomatoes_minilm.jsonnet"}
@@ -64,7 +63,7 @@ def timed_pass(executor: Any, batches: List[Dict[str, torch.Tensor]]) -> float:
     return time.perf_counter() - start
 
 
-def compare(name: str, archive_path: Path, data: str, repeats: int, scratch: Path) -> Dict[str, Any]:
+def compare(name: str, archive_path: Path, data: str, repeats: int, scratch: Path, threads: int) -> Dict[str, Any]:
     """Both executors on the test set of one model: throughput, logits difference, accuracy."""
     onnx_file = scratch / f"{name}.onnx"
     report = export_archive(str(archive_path), onnx_file, input_path=data, samples=2)
@@ -74,7 +73,7 @@ def compare(name: str, archive_path: Path, data: str, repeats: int, scratch: Pat
     samples = sum(next(iter(batch.values())).shape[0] for batch in batches)
     executors = {
         "pytorch": inference_executor_from_config(archive.config, archive.model, "cpu"),
-        "onnxruntime": onnxruntime_executor(archive.model, str(onnx_file)),
+        "onnxruntime": OnnxRuntimeExecutor(archive.model, str(onnx_file), training=False, intra_op_threads=threads),
     }
     logits: Dict[str, torch.Tensor] = {}
     accuracy: Dict[str, float] = {}
@@ -123,7 +122,7 @@ def main() -> None:
         for name in args.models.split(","):
             given: Optional[str] = getattr(args, f"{name}_archive")
             archive = Path(given) if given else brief_archive(name, scratch)
-            results.append(compare(name, archive, args.input, args.repeats, scratch))
+            results.append(compare(name, archive, args.input, args.repeats, scratch, args.threads))
     print(f"\nthreads: {args.threads}, torch {torch.__version__}, onnxruntime {onnxruntime.__version__}")
     print(f"{'model':<12}{'batch':<10}{'pytorch/s':>12}{'onnxrt/s':>12}{'speedup':>9}{'max|Δlogits|':>14}  accuracy pt/ort")
     for row in results:
