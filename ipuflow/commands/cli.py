@@ -11,7 +11,7 @@ import shutil
 import sys
 import textwrap
 import traceback
-from typing import List, Optional
+from typing import Any, List, Optional
 
 import click
 
@@ -39,6 +39,15 @@ include_package_option = click.option(
 )
 
 
+
+def inference_executor_options(command: Any) -> Any:
+    """`--executor onnxruntime` and `--onnx-model FILE`, for the commands that run an archived model."""
+    command = click.option("--onnx-model", type=click.Path(dir_okay=False),
+                           help="The ONNX file (from `ipuflow export`) for --executor onnxruntime.")(command)
+    return click.option("--executor", "executor_type", type=click.Choice(["onnxruntime"]),
+                        help="Run --onnx-model with ONNX Runtime instead of the archive's executor.")(command)
+
+
 class _LazyGroup(click.Group):
     """A group whose subcommands are imported only when run, so `--help` stays fast."""
 
@@ -46,6 +55,8 @@ class _LazyGroup(click.Group):
         "train": ("ipuflow.commands.train", "train", "Train a model from a config file."),
         "evaluate": ("ipuflow.commands.evaluate", "evaluate", "Score an archived model on a dataset."),
         "predict": ("ipuflow.commands.predict", "predict", "Run an archived model on JSON-lines inputs."),
+        "tune": ("ipuflow.commands.tune", "tune", "Search hyperparameters with optuna, one training run per trial."),
+        "export": ("ipuflow.commands.export", "export", "Export an archived model to ONNX and check it against PyTorch."),
         "components": ("ipuflow.commands.components", "components", "List registered components and their config keys."),
     }
 

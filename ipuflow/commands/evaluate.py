@@ -8,22 +8,24 @@ from typing import Any, Dict, List, Optional, TextIO, Tuple, Union
 
 import click
 
-from ipuflow.commands.cli import debug_option, include_package_option
+from ipuflow.commands.cli import debug_option, include_package_option, inference_executor_options
 
 
 def evaluate_archive(archive_path: str, input_paths: List[str], batch_size: Optional[int] = None,
                      device: Optional[str] = None, overrides: str = "", weights_file: Optional[str] = None,
-                     predictions_file: Optional[TextIO] = None) -> Dict[str, Any]:
+                     predictions_file: Optional[TextIO] = None, executor_type: Optional[str] = None,
+                     onnx_model: Optional[str] = None) -> Dict[str, Any]:
     """Metrics of the archived model on each input (keys prefixed by file stem when several)."""
     from ipuflow.archival import load_archive
 
     archive = load_archive(archive_path, overrides=overrides, weights_file=weights_file)
-    return evaluate_loaded_archive(archive, input_paths, batch_size, device, predictions_file)
+    return evaluate_loaded_archive(archive, input_paths, batch_size, device, predictions_file, executor_type, onnx_model)
 
 
 def evaluate_loaded_archive(archive: Any, input_paths: List[str], batch_size: Optional[int] = None,
                             device: Optional[str] = None,
-                            predictions_file: Optional[Union[TextIO, str, Path]] = None) -> Dict[str, Any]:
+                            predictions_file: Optional[Union[TextIO, str, Path]] = None,
+                            executor_type: Optional[str] = None, onnx_model: Optional[str] = None) -> Dict[str, Any]:
     """Metrics of a loaded `Archive`'s model on each input (keys prefixed by file stem when several).
 
     Whatever else the archive's config names (executor, data loader, postprocessor) is built under
@@ -32,7 +34,8 @@ def evaluate_loaded_archive(archive: Any, input_paths: List[str], batch_size: Op
     no partial file.
     """
     with archive.import_policy.applied():
-        metrics, lines = _evaluate(archive, input_paths, batch_size, device, keep_predictions=predictions_file is not None)
+        metrics, lines = _evaluate(archive, input_paths, batch_size, device, executor_type, onnx_model,
+                                   keep_predictions=predictions_file is not None)
     if isinstance(predictions_file, (str, Path)):
         with open(predictions_file, "w") as handle:
             handle.writelines(lines)
@@ -42,7 +45,7 @@ def evaluate_loaded_archive(archive: Any, input_paths: List[str], batch_size: Op
 
 
 def _evaluate(archive: Any, input_paths: List[str], batch_size: Optional[int], device: Optional[str],
-              keep_predictions: bool) -> Tuple[Dict[str, Any], List[str]]:
+              executor_type: Optional[str], onnx_model: Optional[str], keep_predictions: bool) -> Tuple[Dict[str, Any], List[str]]:
     import torch
 
     from ipuflow.config import Params
@@ -51,7 +54,7 @@ def _evaluate(archive: Any, input_paths: List[str], batch_size: Optional[int], d
     from ipuflow.evaluation.postprocessor import Postprocessor
 
     model, config = archive.model, archive.config
-    executor = inference_executor_from_config(config, model, device)
+    executor = inference_executor_from_config(config, model, device, executor_type, onnx_model)
     postprocessor_params = config.get("postprocessor")
     postprocessor = Postprocessor.from_params(postprocessor_params, vocab=archive.vocab) if isinstance(postprocessor_params, Params) else None
     all_metrics: Dict[str, Any] = {}
@@ -93,13 +96,14 @@ def _evaluate(archive: Any, input_paths: List[str], batch_size: Optional[int], d
               help="Write one JSON line of human-readable outputs per instance here.")
 @click.option("--batch-size", type=click.IntRange(min=1), help="Micro-batch size (default: the config's).")
 @click.option("--device", help="Device for the native executor, e.g. cpu or cuda:0.")
+@inference_executor_options
 @click.option("-o", "--overrides", default="", metavar="JSON", help="Edits to the archived config.")
 @click.option("--weights-file", type=click.Path(dir_okay=False), help="Weights to use instead of the archive's.")
 @include_package_option
 @debug_option
 def evaluate(archive: str, input_paths: str, output_file: Optional[str], predictions_output_file: Optional[str],
-             batch_size: Optional[int], device: Optional[str], overrides: str, weights_file: Optional[str],
-             include_package: Tuple[str, ...]) -> None:
+             batch_size: Optional[int], device: Optional[str], executor_type: Optional[str], onnx_model: Optional[str],
+             overrides: str, weights_file: Optional[str], include_package: Tuple[str, ...]) -> None:
     """Score the model in ARCHIVE (model.tar.gz or a run directory) on INPUT (comma-separated paths)."""
     from ipuflow.archival import load_archive
     from ipuflow.config.plugins import include_packages
@@ -110,7 +114,8 @@ def evaluate(archive: str, input_paths: str, output_file: Optional[str], predict
     include_packages(include_package)
     paths = [path.strip() for path in input_paths.split(",") if path.strip()]
     loaded = load_archive(archive, overrides=overrides, weights_file=weights_file)
-    metrics = evaluate_loaded_archive(loaded, paths, batch_size, device, predictions_output_file)
+    metrics = evaluate_loaded_archive(loaded, paths, batch_size, device, predictions_output_file,
+                                      executor_type, onnx_model)
     click.echo(json.dumps(metrics, indent=2))
     if output_file:
         write_json_atomically(Path(output_file), metrics)

@@ -9,7 +9,9 @@ from typing import TYPE_CHECKING, Any, List, Optional, TextIO, Tuple
 
 import click
 
-from ipuflow.commands.cli import EXIT_RUNTIME_ERROR, debug_option, include_package_option, report_error
+from ipuflow.commands.cli import (
+    EXIT_RUNTIME_ERROR, debug_option, include_package_option, inference_executor_options, report_error,
+)
 
 if TYPE_CHECKING:
     from ipuflow.predictors.batch_prediction import BatchPredictor
@@ -27,11 +29,13 @@ if TYPE_CHECKING:
               help="Read INPUT as a data file with the archive's dataset reader instead of as JSON lines.")
 @click.option("--skip-bad-lines", is_flag=True, help="Log malformed input lines and go on instead of stopping.")
 @click.option("--device", help="Device for the native executor, e.g. cpu or cuda:0.")
+@inference_executor_options
 @include_package_option
 @debug_option
 def predict(archive: str, input_file: str, output_file: Optional[str], batch_size: Optional[int],
             predictor_name: Optional[str], predictor_args: str, silent: bool, use_dataset_reader: bool,
-            skip_bad_lines: bool, device: Optional[str], include_package: Tuple[str, ...]) -> int:
+            skip_bad_lines: bool, device: Optional[str], executor_type: Optional[str], onnx_model: Optional[str],
+            include_package: Tuple[str, ...]) -> int:
     """Predict each JSON line of INPUT ('-' for stdin) with the model in ARCHIVE; JSON lines out."""
     from ipuflow.archival import load_archive
     from ipuflow.config import ConfigurationError, Params
@@ -57,7 +61,7 @@ def predict(archive: str, input_file: str, output_file: Optional[str], batch_siz
     with loaded.import_policy.applied():
         predictor = Predictor.from_params(Params({"type": name, **extra_args}, history="predictor."),
                                           model=loaded.model, dataset_reader=loaded.validation_dataset_reader)
-        executor = inference_executor_from_config(loaded.config, loaded.model, device)
+        executor = inference_executor_from_config(loaded.config, loaded.model, device, executor_type, onnx_model)
         runner = BatchPredictor(predictor, executor, loaded.config, loaded.vocab, batch_size)
         return _predict_all(runner, loaded, input_file, output_file, silent, use_dataset_reader, skip_bad_lines)
 

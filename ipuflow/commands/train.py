@@ -9,7 +9,6 @@ from typing import Any, Dict, Tuple
 import click
 
 from ipuflow.commands.cli import EXIT_RUNTIME_ERROR, debug_option, include_package_option, report_error
-from ipuflow.config import ConfigurationError
 
 
 def parse_ext_vars(pairs: Tuple[str, ...]) -> Dict[str, str]:

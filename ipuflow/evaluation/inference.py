@@ -11,12 +11,21 @@ from typing import Any, Dict, Mapping, Optional, Sequence
 from ipuflow.config import Params
 
 
-def inference_executor_from_config(config: Params, model: Any, device: Optional[str] = None) -> Any:
+def inference_executor_from_config(config: Params, model: Any, device: Optional[str] = None,
+                                   executor_type: Optional[str] = None, onnx_model: Optional[str] = None) -> Any:
     """An inference executor for `model` from the config's `trainer.executor` block.
 
-    `device` (e.g. "cpu", "cuda:0") replaces the native executor's device.
+    `device` (e.g. "cpu", "cuda:0") replaces the native executor's device. `executor_type`
+    "onnxruntime" runs the ONNX file `onnx_model` (written by `ipuflow export`) instead.
     """
     from ipuflow.execution.executor import StepExecutor
+
+    if executor_type == "onnxruntime":
+        return onnxruntime_executor(model, onnx_model, device)
+    if executor_type not in (None, "config"):
+        from ipuflow.config import ConfigurationError
+
+        raise ConfigurationError(f"--executor: expected onnxruntime (or nothing, for the archive's own), found {executor_type!r}.")
 
     trainer = config.get("trainer")
     executor = trainer.get("executor") if isinstance(trainer, Params) else None
@@ -31,6 +40,25 @@ def inference_executor_from_config(config: Params, model: Any, device: Optional[
                                      f"{executor_config['type']!r}.")
         executor_config["device"] = device
     return StepExecutor.from_params(Params(executor_config, history="trainer.executor."), model=model, training=False)
+
+
+def onnxruntime_executor(model: Any, onnx_model: Optional[str], device: Optional[str] = None) -> Any:
+    """The `onnxruntime` inference executor over `onnx_model` (the archive's model exported to ONNX)."""
+    from ipuflow.config import ConfigurationError
+    from ipuflow.execution.executor import StepExecutor
+
+    if not onnx_model:
+        raise ConfigurationError("--executor onnxruntime needs --onnx-model FILE: export the archive first with "
+                                 "`ipuflow export ARCHIVE -o model.onnx`.")
+    providers = None
+    if device is not None:
+        if device != "cpu" and not device.startswith("cuda"):
+            raise ConfigurationError(f"--device: expected cpu or cuda[:N] for onnxruntime, found {device!r}.")
+        providers = ["CPUExecutionProvider"] if device == "cpu" else ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    block: Dict[str, Any] = {"type": "onnxruntime", "model_file": onnx_model}
+    if providers is not None:
+        block["providers"] = providers
+    return StepExecutor.from_params(Params(block, history="executor."), model=model, training=False)
 
 
 def _loader_config(config: Params) -> Dict[str, Any]:

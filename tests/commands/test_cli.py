@@ -111,7 +111,7 @@ def test_components_lists_bases_names_and_keys(tmp_path):
     everything = run_module("components", "--include-package", "widget_pkg_c", cwd=tmp_path)
     assert everything.returncode == 0, everything.stderr
     assert "Widget: plain" in everything.stdout
-    assert "Model:" in everything.stdout and "StepExecutor: native, poptorch" in everything.stdout
+    assert "Model:" in everything.stdout and "StepExecutor: native, poptorch, onnxruntime" in everything.stdout
     family = run_module("components", "widget", "--include-package", "widget_pkg_c", cwd=tmp_path)
     assert "plain (default): A widget with no frills." in family.stdout
     one = run_module("components", "widget", "plain", "--include-package", "widget_pkg_c", cwd=tmp_path)

@@ -1,0 +1,57 @@
+"""`ipuflow export ARCHIVE -o model.onnx`: the archived model's inference forward as ONNX."""
+
+from __future__ import annotations
+
+import json
+from typing import Optional, Tuple
+
+import click
+
+from ipuflow.commands.cli import EXIT_RUNTIME_ERROR, debug_option, include_package_option, report_error
+
+
+@click.command("export")
+@click.argument("archive", metavar="ARCHIVE")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), metavar="FILE",
+              help="Where to write the ONNX model (e.g. model.onnx).")
+@click.option("--dynamic", is_flag=True,
+              help="Dynamic batch and sequence axes (default: the fixed shapes of the archived loader's batches).")
+@click.option("--opset", type=click.IntRange(min=13), default=18, show_default=True, help="ONNX opset version.")
+@click.option("--batch-size", type=click.IntRange(min=1), help="Micro-batch size of the export (default: the config's).")
+@click.option("--input", "input_path", type=click.Path(exists=True), metavar="DATA_FILE",
+              help="Data for the sample inputs and the parity check (default: the config's validation data).")
+@click.option("--tolerance", type=click.FloatRange(min=0), default=1e-4, show_default=True,
+              help="Largest absolute difference from PyTorch's outputs that the parity check accepts.")
+@click.option("--samples", type=click.IntRange(min=1), default=4, show_default=True,
+              help="Batches of sample data the parity check compares on.")
+@click.option("--exporter", type=click.Choice(["auto", "dynamo", "torchscript"]), default="auto", show_default=True,
+              help="torch.onnx's torch.export-based exporter (dynamo), the TorchScript-based one, or dynamo with "
+                   "TorchScript as the fallback when dynamo fails to convert or fails the parity check (auto).")
+@click.option("--weights-file", type=click.Path(dir_okay=False), help="Weights to use instead of the archive's.")
+@include_package_option
+@debug_option
+def export(archive: str, output: str, dynamic: bool, opset: int, batch_size: Optional[int], input_path: Optional[str],
+           tolerance: float, samples: int, exporter: str, weights_file: Optional[str], include_package: Tuple[str, ...]) -> int:
+    """Export the model in ARCHIVE (model.tar.gz or a run directory) to ONNX and check it against PyTorch.
+
+    The graph takes the batch keys the archived loader produces (tokens, masks, and labels, which
+    may be left out at prediction) and returns the model's tensor outputs. `ipuflow evaluate` and
+    `ipuflow predict` run it with `--executor onnxruntime --onnx-model FILE`.
+    """
+    from ipuflow.config.plugins import include_packages
+    from ipuflow.experiment.serialization_dir import configure_logging
+    from ipuflow.exporting.onnx_export import ExportError, ParityError, export_archive
+
+    configure_logging()
+    include_packages(include_package)
+    try:
+        report = export_archive(archive, output, dynamic=dynamic, opset=opset, batch_size=batch_size,
+                                input_path=input_path, tolerance=tolerance, samples=samples, weights_file=weights_file,
+                                exporter=exporter)
+    except (ExportError, ParityError) as error:
+        return report_error(str(error), EXIT_RUNTIME_ERROR)
+    click.echo(json.dumps(report.summary(), indent=2))
+    worst = max(report.max_abs_diff.values(), default=0.0)
+    click.echo(f"Exported {output} (opset {opset}, {report.record.exporter} exporter); parity with PyTorch on {report.checked_batches} batches: "
+               f"max abs diff {worst:.3g} <= {tolerance:g}.")
+    return 0
