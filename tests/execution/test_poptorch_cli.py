@@ -57,7 +57,11 @@ def train(config: str, run_dir: Path, overrides: Dict[str, Any], poptorch: bool)
     overrides = dict(overrides)
     executor = {**BASE_EXECUTOR[config], **overrides.pop("trainer.executor", {}), "type": "poptorch" if poptorch else "native"}
     merged = {**SHORT[config], "trainer.executor": executor, **overrides}
-    ipuflow("train", f"configs/{config}.jsonnet", "-s", str(run_dir), "-o", json.dumps(merged), poptorch=poptorch)
+    # Overrides merge into the config: clear each block given whole (executor, optimizer, model) first,
+    # so that it replaces the config's block instead of merging into it.
+    cleared = {key: None for key, value in merged.items() if isinstance(value, dict)}
+    ipuflow("train", f"configs/{config}.jsonnet", "-s", str(run_dir), "-o", json.dumps(cleared),
+            "-o", json.dumps(merged), poptorch=poptorch)
     return json.loads((run_dir / "metrics.json").read_text())
 
 
