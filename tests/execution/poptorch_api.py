@@ -6,7 +6,7 @@ and the source file it was read from. Names are poptorch's: ``options._TrainingO
 ``poptorch.options._TrainingOptions`` (reached as ``Options().Training``); the stand-in defines every
 class at its top level. The files were read through the stored copy of the public repository
 (`find_files`/`read_file`/`find_string` of the project's search tool); a stored version is named by
-its commit where the tool gave one, otherwise by the tool's file-version id and what dates it.
+its commit (the one version the tool stores, from `find_files`) and the tool's file-version id.
 """
 
 from __future__ import annotations
@@ -23,29 +23,29 @@ SOURCES: Dict[str, Dict[str, str]] = {
     },
     "optim": {
         "path": "python/optim.py",
-        "commit": "not given by the tool for this version",
+        "commit": "2813bffdd280a60b4f0fd88eff93d7fd4ccffa05",
         "version": "stored file 17033159313 (37,647 characters): torch-2.0 signatures (Adam has `fused`), "
                    "LAMB with max_weight_norm, the SDK 3.x generation",
     },
     "poplar_executor": {
         "path": "python/_poplar_executor.py",
-        "commit": "not given by the tool for this version",
+        "commit": "1ec449d6eb0339171595897c3923ca351f5f7055",
         "version": "stored file 17056622640 (68,205 characters): dispatcher tracing, "
                    "ipu_state optimizer state, the SDK 3.x generation",
     },
     "init": {
         "path": "python/__init__.py",
-        "commit": "not given by the tool for this version",
+        "commit": "0044b21aa02e88528c69d0070a6136ecd51aa0b8",
         "version": "stored file 17020045343 (23,105 characters; trainingModel, inferenceModel, DataLoader)",
     },
     "ops": {
         "path": "python/ops.py",
-        "commit": "not given by the tool for this version",
+        "commit": "ce114cdb35107390d22b82810cbe3b6cb5a1502a",
         "version": "stored file 16984172619 (53,504 characters; BeginBlock(layer_to_call, ...), Block, removeBlocks)",
     },
     "enums": {
         "path": "python/enums.py",
-        "commit": "not given by the tool for this version",
+        "commit": "072fede0343163f56b706544beabacc1a0be51d2",
         "version": "stored file 16989281062 (10,075 characters)",
     },
 }
