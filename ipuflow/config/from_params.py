@@ -175,7 +175,7 @@ def config_parameters(cls: type, constructor: Callable[..., Any]) -> Dict[str, C
     `super().__init__(**kwargs)` call would; on a name clash the subclass's own annotation wins.
     """
     if isinstance(constructor, type):
-        constructor = constructor.__init__
+        constructor = constructor.__init__  # type: ignore[misc]  # the class's own __init__, unbound
     function = getattr(constructor, "__func__", constructor)
     if function is object.__init__ or _belongs_to_foreign_class(cls, function):
         return {}

@@ -45,7 +45,7 @@ class Lazy(Generic[T]):
         extras = {**self._constructor_extras, **kwargs}
         if isinstance(self._constructor, type) and issubclass(self._constructor, FromParams):
             return self._constructor.from_params(self._params.duplicate(), **extras)  # type: ignore[return-value]
-        return self._constructor(**extras)
+        return self._constructor(**extras)  # type: ignore[return-value]
 
     def __repr__(self) -> str:
         name = getattr(self._constructor, "__name__", repr(self._constructor))

@@ -205,7 +205,7 @@ class Params(MutableMapping[str, Any]):
         """Write the config as indented JSON in reading order, atomically (a crash leaves the old file)."""
         from ipuflow.storage.atomic import write_text_atomically  # (storage needs no config; no cycle)
 
-        write_text_atomically(path, json.dumps(self.as_ordered_dict(), indent=2) + "\n")
+        write_text_atomically(Path(path), json.dumps(self.as_ordered_dict(), indent=2) + "\n")
 
     def duplicate(self) -> "Params":
         """An independent deep copy."""

@@ -109,14 +109,14 @@ def pack_fields(instances: Sequence[Mapping[str, Any]]) -> List[PackedField]:
         elif kind == FLOAT_SCALAR:
             packed.append(PackedField(name, kind, values=numpy.asarray(column, dtype=numpy.float32)))
         elif kind == FLOAT_VECTOR:
-            arrays = [numpy.asarray(value.detach().cpu() if isinstance(value, torch.Tensor) else value, dtype=numpy.float32) for value in column]
-            shapes = {array.shape for array in arrays}
+            vectors = [numpy.asarray(value.detach().cpu() if isinstance(value, torch.Tensor) else value, dtype=numpy.float32) for value in column]
+            shapes = {vector.shape for vector in vectors}
             if len(shapes) != 1:
                 raise ConfigurationError(
                     f"data_loader.instances: field {name!r} holds float vectors of different shapes "
                     f"{sorted(shapes)[:4]}; float vectors must have one fixed shape."
                 )
-            packed.append(PackedField(name, kind, values=numpy.stack(arrays)))
+            packed.append(PackedField(name, kind, values=numpy.stack(vectors)))
         else:
             arrays = [numpy.asarray(value, dtype=numpy.int64).reshape(-1) for value in column]
             lengths = numpy.fromiter((len(array) for array in arrays), dtype=numpy.int64, count=len(arrays))
@@ -140,7 +140,7 @@ class Collator:
         self.max_length = max_length
         self.length_buckets = sorted(length_buckets) if length_buckets else None
         self._dataset_longest = {
-            field.name: max(1, int(field.lengths.max()) if len(field.lengths) else 1)  # type: ignore[union-attr]
+            field.name: max(1, int(field.lengths.max()) if len(field.lengths) else 1)  # type: ignore[union-attr,arg-type]
             for field in fields
             if field.kind == INT_SEQUENCE
         }

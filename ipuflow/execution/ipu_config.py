@@ -37,7 +37,8 @@ class IpuPlacement:
             if counts == [-1]:
                 counts = [-1] * self.ipus_per_replica
             else:
-                raise _error(key, f"has a non-default value set, but its length ({len(counts)}) does not match ipus_per_replica ({self.ipus_per_replica}).")
+                raise _error(key, f"has a non-default value set, but its length ({len(counts)}) does not match "
+                                  f"ipus_per_replica ({self.ipus_per_replica}).")
         wildcards = [index for index, count in enumerate(counts) if count == -1]
         if wildcards:
             left = layers - sum(count for count in counts if count != -1)

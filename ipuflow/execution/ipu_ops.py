@@ -68,7 +68,7 @@ def BeginBlock(module: torch.nn.Module, user_id: Optional[str] = None, ipu_id: O
     poptorch = _poptorch()
     if poptorch is not None:
         return poptorch.BeginBlock(module, user_id=user_id, ipu_id=ipu_id)
-    module.ipuflow_block = (user_id, ipu_id)  # type: ignore[attr-defined]
+    setattr(module, "ipuflow_block", (user_id, ipu_id))  # noqa: B010 (a plain attribute on a Module)
     return module
 
 

@@ -274,7 +274,7 @@ class NativeExecutor(StepExecutor):
                     with autocast():
                         outputs = forward(**micro_batch)
                     loss = find_loss(outputs, training=True)
-                    scaler.backward(loss)
+                    scaler.backward(loss)  # type: ignore[arg-type]  # find_loss raises in training if there is none
                     collector.add(step, replica, outputs, loss)
                 scaler.unscale_(optimizer, self._gradients)
                 # Clipping sees the reduced gradient with the loss scale divided out (a dynamic

@@ -109,8 +109,10 @@ class PoptorchExecutor(StepExecutor):
     ) -> None:
         """The shared executor options (StepExecutor) plus the IPU ones, named as optimum-graphcore's IPUConfig names them.
 
-        ipu_config: path of an optimum-graphcore ipu_config.json whose keys fill the ones this block leaves out (relative: from the working directory).
-        pipeline_layers: dotted path of the model's layer list (e.g. "encoder.layers") that layers_per_ipu places; needed for several IPUs per replica or per-layer recomputation.
+        ipu_config: path of an optimum-graphcore ipu_config.json whose keys fill the ones this block leaves
+            out (relative: from the working directory).
+        pipeline_layers: dotted path of the model's layer list (e.g. "encoder.layers") that layers_per_ipu
+            places; needed for several IPUs per replica or per-layer recomputation.
         layers_per_ipu: layers on each IPU of a replica, in order; -1 shares the remaining layers (IPUConfig's wildcard).
         inference_layers_per_ipu: layers_per_ipu of the inference executor (default: layers_per_ipu).
         ipus_per_replica: IPUs one replica spans (default: one per layers_per_ipu entry).

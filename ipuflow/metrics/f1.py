@@ -42,7 +42,8 @@ class F1Measure(MulticlassMetric):
     def _make(self, num_classes: int) -> Any:
         from torchmetrics.classification import MulticlassF1Score  # importing torchmetrics takes a second
 
-        return MulticlassF1Score(num_classes, average=self.average, ignore_index=IGNORED, validate_args=False)
+        return MulticlassF1Score(num_classes, average=self.average,  # type: ignore[arg-type]  # checked in __init__
+                                 ignore_index=IGNORED, validate_args=False)
 
     def _values(self, computed: Optional[torch.Tensor]) -> Dict[str, float]:
         if self.average != "none":

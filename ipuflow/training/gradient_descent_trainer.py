@@ -62,8 +62,8 @@ def _set_python_rng_state(state: List[Any]) -> None:
 
 
 def _numpy_rng_state() -> List[Any]:
-    name, keys, position, has_gauss, cached = numpy.random.get_state()
-    return [name, keys.tolist(), int(position), int(has_gauss), float(cached)]
+    name, keys, position, has_gauss, cached = numpy.random.get_state(legacy=True)
+    return [name, numpy.asarray(keys).tolist(), int(position), int(has_gauss), float(cached)]
 
 
 def _set_numpy_rng_state(state: List[Any]) -> None:

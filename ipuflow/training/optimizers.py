@@ -120,7 +120,7 @@ class AdamOptimizer(Optimizer, torch.optim.Adam):
         super().__init__(
             params=make_parameter_groups(model_parameters, parameter_groups),
             lr=lr,
-            betas=tuple(betas),
+            betas=(betas[0], betas[1]),
             eps=eps,
             weight_decay=weight_decay,
             amsgrad=amsgrad,
@@ -144,7 +144,7 @@ class AdamWOptimizer(Optimizer, torch.optim.AdamW):
         super().__init__(
             params=make_parameter_groups(model_parameters, parameter_groups),
             lr=lr,
-            betas=tuple(betas),
+            betas=(betas[0], betas[1]),
             eps=eps,
             weight_decay=weight_decay,
             amsgrad=amsgrad,
@@ -263,7 +263,7 @@ class AdamaxOptimizer(Optimizer, torch.optim.Adamax):
         super().__init__(
             params=make_parameter_groups(model_parameters, parameter_groups),
             lr=lr,
-            betas=tuple(betas),
+            betas=(betas[0], betas[1]),
             eps=eps,
             weight_decay=weight_decay,
         )
@@ -284,7 +284,7 @@ class SparseAdamOptimizer(Optimizer, torch.optim.SparseAdam):
         super().__init__(
             params=make_parameter_groups(model_parameters, parameter_groups),
             lr=lr,
-            betas=tuple(betas),
+            betas=(betas[0], betas[1]),
             eps=eps,
         )
 
@@ -307,7 +307,7 @@ class LambOptimizer(Optimizer, Lamb):
         super().__init__(
             params=make_parameter_groups(model_parameters, parameter_groups),
             lr=lr,
-            betas=tuple(betas),
+            betas=(betas[0], betas[1]),
             eps=eps,
             weight_decay=weight_decay,
             bias_correction=bias_correction,

@@ -3,17 +3,26 @@
 from __future__ import annotations
 
 import contextlib
-from typing import Any, ClassVar, Dict, Iterator, Optional
+from typing import TYPE_CHECKING, Any, ClassVar, Dict, Iterator, Optional
 
 from ipuflow.config import Registrable
 from ipuflow.training.checkpointer import TrainerCheckpoint
 from ipuflow.training.run_status import RunStatus
+
+if TYPE_CHECKING:
+    from ipuflow.data.loader import DataLoader
+    from ipuflow.execution.executor import StepExecutor
 
 
 class Trainer(Registrable):
     """Trains a model and returns its final metrics; `gradient_descent` is the default."""
 
     default_implementation: ClassVar[Optional[str]] = "gradient_descent"
+
+    # What the experiment uses after training (test evaluation through the trainer's executor) and
+    # what --dry-run reports; every trainer provides them.
+    executor: "StepExecutor"
+    data_loader: "DataLoader"
 
     def __init__(self, serialization_dir: Optional[str] = None) -> None:
         self.serialization_dir = serialization_dir

@@ -25,7 +25,8 @@ CLASSES = 2
 class BertStyleClassifier(Model):
     """Token + position embeddings, a post-norm transformer encoder, mean pooling, a linear head."""
 
-    def __init__(self, vocab: int = VOCAB, hidden: int = HIDDEN, layers: int = LAYERS, heads: int = HEADS, sequence: int = SEQUENCE, classes: int = CLASSES) -> None:
+    def __init__(self, vocab: int = VOCAB, hidden: int = HIDDEN, layers: int = LAYERS, heads: int = HEADS,
+                 sequence: int = SEQUENCE, classes: int = CLASSES) -> None:
         super().__init__()
         self.tokens = torch.nn.Embedding(vocab, hidden)
         self.positions = torch.nn.Embedding(sequence, hidden)

@@ -97,7 +97,7 @@ def test_split_order_is_iteration_accumulation_replica_micro_batch(build):
     executor.copy_weights_to_host()
     reference_training(reference, torch.optim.SGD(reference.parameters(), lr=0.2), batch, 2, 2, 2)
     assert_same_weights(weights(model), weights(reference))
-    permuted, other = Regression(), Regression()
+    permuted = Regression()
     reference_training(permuted, torch.optim.SGD(permuted.parameters(), lr=0.2), {k: v.flip(0) for k, v in batch.items()}, 2, 2, 2)
     assert not torch.allclose(weights(permuted)["linear.weight"], weights(model)["linear.weight"])
 

@@ -10,7 +10,6 @@ import torch
 
 from ipuflow.archival import load_archive
 from ipuflow.commands.cli import run
-from ipuflow.models.model import IGNORE_LABEL
 
 from tests.experiment.conftest import make_examples, write_jsonl
 

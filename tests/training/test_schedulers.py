@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from ipuflow.config import ConfigurationError, Lazy, Params
+from ipuflow.config import ConfigurationError, Params
 from ipuflow.training import LearningRateScheduler, MomentumScheduler
 
 

@@ -1,7 +1,6 @@
 import json
 import os
 import signal
-import threading
 from pathlib import Path
 from typing import Any, Dict, List
 
@@ -181,7 +180,6 @@ def test_step_schedules_count_optimizer_updates_with_device_iterations(tmp_path)
                                "executor": {"type": "native", "device_iterations": 2},
                                "learning_rate_scheduler": {"type": "linear_with_warmup", "warmup_steps": 4}},
                     with_validation=False, train=24, batch_size=2)
-    lrs_before_call = []
     trainer._callbacks.append(LearningRates(str(tmp_path)))
     assert trainer.data_loader.combined_batch_size == 4 and len(trainer.data_loader) == 6
     # 12 updates per epoch, 24 in all; the lr in use for each call is that of its first update.

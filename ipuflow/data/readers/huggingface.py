@@ -203,5 +203,6 @@ class HuggingfaceDatasetReader(DatasetReader):
             if column and not isinstance(value, str):
                 raise ConfigurationError(f"JSON input: expected a string under {column!r}, found {value!r} (keys: {sorted(obj)}).")
             values.append(value)
-        label = check_label(obj[self.label_column], "JSON input", self.label_column) if self.label_column in obj else None
-        return self.text_to_instance(values[0], label, values[1])
+        label = (check_label(obj[self.label_column], "JSON input", self.label_column)
+                 if self.label_column is not None and self.label_column in obj else None)
+        return self.text_to_instance(values[0], label, values[1])  # type: ignore[arg-type]  # checked to be str above

@@ -141,8 +141,10 @@ class TextClassificationJsonReader(DatasetReader):
     def _chunk_fields(self, chunk: Tuple[int, List[str]]) -> Optional[Dict[str, FieldBatch]]:
         """The fields of a chunk of lines ({} if all are blank), or None if a record is wrong."""
         records = parse_json_chunk(chunk[1])
+        if records is None:
+            return None
         if not records:
-            return records
+            return {}
         texts = [record.get(self.text_key) for record in records]
         pairs = [record.get(self.text_pair_key) for record in records] if self.text_pair_key is not None else None
         has_label = [self.label_key in record for record in records]
@@ -155,9 +157,10 @@ class TextClassificationJsonReader(DatasetReader):
             and (labels is None or all(type(label) in (str, int) for label in labels))
         ):
             return None
-        batch = {"tokens": interned(self.tokenizer.batch_field(texts, self.max_tokens))}
+        # Every text and pair was checked to be a str just above.
+        batch = {"tokens": interned(self.tokenizer.batch_field(texts, self.max_tokens))}  # type: ignore[arg-type]
         if pairs is not None:
-            batch[TEXT_PAIR_FIELD] = interned(self.tokenizer.batch_field(pairs, self.max_tokens))
+            batch[TEXT_PAIR_FIELD] = interned(self.tokenizer.batch_field(pairs, self.max_tokens))  # type: ignore[arg-type]
         if labels is not None:
             batch["label"] = FieldBatch(LABELS, labels, self.label_namespace)
         return batch
@@ -177,14 +180,15 @@ class TextClassificationJsonReader(DatasetReader):
         has_label = self.label_key in record
         label = record[self.label_key] if has_label else None
         if type(text) is str and (self.text_pair_key is None or type(pair) is str) and (not has_label or type(label) in (str, int)):
-            return text, pair, label
+            return text, pair, label  # type: ignore[return-value]  # the types were checked in the condition
         where = f"{path}:{line_number}" if line_number else str(path)
         for key in (self.text_key, self.text_pair_key):
             if key is not None:
                 value = require_key(dict(record), key, where)
                 if not isinstance(value, str):
                     raise ConfigurationError(f"{where}: the text {key!r} must be a string, found {value!r}.")
-        return text, pair, check_label(record[self.label_key], where, self.label_key) if self.label_key in record else None
+        label = check_label(record[self.label_key], where, self.label_key) if self.label_key in record else None
+        return text, pair, label  # type: ignore[return-value]  # the texts were checked to be str above
 
     def _from_record(self, record: Mapping[str, Any], where: str) -> Instance:
         text, pair, label = self._texts_and_label(record, where)

@@ -108,10 +108,10 @@ class ReduceOnPlateauLearningRateScheduler(_TorchEpochScheduler):
         self.mode = derived_mode
         self.torch_scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(
             optimizer,
-            mode=derived_mode,
+            mode=derived_mode,  # type: ignore[arg-type]  # "min" or "max", checked above
             factor=factor,
             patience=patience,
-            threshold_mode=threshold_mode,
+            threshold_mode=threshold_mode,  # type: ignore[arg-type]  # "rel" or "abs", checked above
             threshold=threshold,
             cooldown=cooldown,
             min_lr=min_lr,
