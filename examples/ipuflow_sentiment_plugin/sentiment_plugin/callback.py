@@ -17,6 +17,7 @@ class EpochLogCallback(TrainerCallback):
         self.epochs_logged = 0
 
     def on_epoch(self, trainer: Any, metrics: Dict[str, Any], epoch: int, is_primary: bool = True, **kwargs: Any) -> None:
+        """Append the epoch's numeric metrics as one JSON line."""
         if is_primary:
             numbers = {key: value for key, value in metrics.items() if isinstance(value, (int, float))}
             with open(self.path, "a", encoding="utf-8") as log:
@@ -24,7 +25,9 @@ class EpochLogCallback(TrainerCallback):
             self.epochs_logged += 1
 
     def state_dict(self) -> Dict[str, Any]:
+        """How many epochs were logged (checkpointed, so a resumed run keeps counting)."""
         return {"epochs_logged": self.epochs_logged}
 
     def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
+        """Restore the count from a checkpoint."""
         self.epochs_logged = state_dict.get("epochs_logged", 0)

@@ -17,6 +17,7 @@ class BalancedAccuracy(Metric):
         self.total = torch.zeros(0)
 
     def __call__(self, predictions: torch.Tensor, gold: torch.Tensor, mask: Optional[torch.Tensor] = None) -> None:
+        """Count, per gold class, the rows and the correct arg-max predictions (rows where `mask` is false skipped)."""
         classes = predictions.shape[-1]
         if self.total.numel() != classes:
             self.correct = torch.zeros(classes, device=predictions.device)
@@ -28,6 +29,7 @@ class BalancedAccuracy(Metric):
         self.correct += torch.bincount(gold[hits], minlength=classes)[:classes]
 
     def get_metric(self, reset: bool = False) -> Dict[str, float]:
+        """The mean recall under the main key `""` (this reads the device once)."""
         seen = self.total > 0
         value = float((self.correct[seen] / self.total[seen]).mean()) if bool(seen.any()) else 0.0
         if reset:
@@ -35,5 +37,6 @@ class BalancedAccuracy(Metric):
         return {"": value}
 
     def reset(self) -> None:
+        """Forget every count."""
         self.correct = torch.zeros(0)
         self.total = torch.zeros(0)

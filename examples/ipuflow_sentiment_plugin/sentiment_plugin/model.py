@@ -28,6 +28,7 @@ class MeanPoolClassifier(Model):
     def forward(  # type: ignore[override]
         self, tokens: torch.Tensor, tokens_mask: torch.Tensor, label: Optional[torch.Tensor] = None
     ) -> Dict[str, torch.Tensor]:
+        """`logits` and `probs` per row and, given labels, the mean `loss` over the labelled rows."""
         mask = tokens_mask.unsqueeze(-1).float()
         pooled = (self.embedding(tokens) * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
         logits = self.output(pooled)
@@ -39,6 +40,7 @@ class MeanPoolClassifier(Model):
         return outputs
 
     def update_metrics(self, outputs: Mapping[str, torch.Tensor], batch: Mapping[str, Any]) -> None:
+        """Accumulate every metric over the rows whose label is not padding."""
         label = batch.get("label")
         if label is None:
             return
@@ -47,17 +49,21 @@ class MeanPoolClassifier(Model):
             metric(outputs["logits"], label, label != IGNORE_LABEL)
 
     def get_metrics(self, reset: bool = False) -> Dict[str, float]:
+        """`accuracy` and, if configured, `balanced`."""
         return {name: metric.get_metric(reset)[""] for name, metric in self.metrics.items()}
 
     def metrics_state_dict(self) -> Dict[str, Any]:
+        """Each metric's accumulated state, for checkpoints."""
         return {name: metric.state_dict() for name, metric in self.metrics.items()}
 
     def load_metrics_state_dict(self, state: Dict[str, Any]) -> None:
+        """Continue each metric from a checkpoint."""
         for name, metric in self.metrics.items():
             if name in state:
                 metric.load_state_dict(state[name])
 
     def make_output_human_readable(self, outputs: Dict[str, torch.Tensor]) -> Dict[str, Any]:
+        """Per-row `label` names and `probs` lists, as the `text_classifier` predictor reads them."""
         probs = outputs["probs"].detach().cpu()
         labels = [self.vocab.get_token_from_index(i, "labels") for i in probs.argmax(dim=-1).tolist()]
         return {"label": labels, "probs": probs.tolist()}
