@@ -63,11 +63,6 @@ class Registrable(FromParams):
         return add_to_registry
 
     @classmethod
-    def is_registrable_base(cls) -> bool:
-        """Whether `register` has been called on this class (it owns a namespace)."""
-        return cls in Registrable._registry
-
-    @classmethod
     def resolve_class_name(cls, name: str) -> Tuple[type, Optional[str]]:
         """The class and constructor name for `name`: a registered name or a dotted class path.
 

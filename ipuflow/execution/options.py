@@ -87,13 +87,6 @@ class BatchingPlan:
             return [(index + 1) % self.output_period == 0 for index in range(steps)]
         return [True] * steps
 
-    @property
-    def output_slots(self) -> int:
-        """Micro-batch slots in each returned output (dim 0 = slots × micro_batch)."""
-        if self.output_mode in ("final", "sum"):
-            return self.replication_factor
-        return self.replication_factor * sum(self.kept_steps())
-
     def check_batch_size(self, key: str, size: int) -> int:
         """The micro-batch size of a combined batch whose input `key` has dim 0 = `size`."""
         factor = self.batch_size_factor

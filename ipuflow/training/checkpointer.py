@@ -151,14 +151,6 @@ class Checkpointer(Registrable):
                 return True
         return False
 
-    def maybe_save_checkpoint(
-        self, trainer: "Trainer", epochs_completed: int, batches_in_epoch_completed: int
-    ) -> Optional[Tuple[Path, Path]]:
-        """Save if `should_save`; the paths written, or None."""
-        if self.should_save(epochs_completed, batches_in_epoch_completed):
-            return self.save_checkpoint(trainer)
-        return None
-
     def save_checkpoint(self, trainer: "Trainer") -> Optional[Tuple[Path, Path]]:
         """Write the trainer's checkpoint state now, then apply retention; the paths written."""
         self._serialization_dir.mkdir(parents=True, exist_ok=True)

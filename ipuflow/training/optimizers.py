@@ -97,11 +97,6 @@ class Optimizer(torch.optim.Optimizer, Registrable):
 
     default_implementation: ClassVar[Optional[str]] = "adam"
 
-    @staticmethod
-    def default(model_parameters: List[Tuple[str, torch.nn.Parameter]]) -> "Optimizer":
-        """Adam with its default options over `model_parameters`."""
-        return AdamOptimizer(model_parameters=model_parameters)
-
 
 @Optimizer.register("adam")
 class AdamOptimizer(Optimizer, torch.optim.Adam):
