@@ -41,13 +41,17 @@ def tiny_config(data_dir, **trainer):
     }
 
 
-@pytest.fixture(scope="session")
-def tiny_data(tmp_path_factory):
-    data_dir = tmp_path_factory.mktemp("tiny_data")
+def write_tiny_data(data_dir):
+    """The task's train/validation/test JSON-lines files in `data_dir`."""
     write_jsonl(data_dir / "train.jsonl", make_examples(48, seed=0))
     write_jsonl(data_dir / "validation.jsonl", make_examples(18, seed=1))
     write_jsonl(data_dir / "test.jsonl", make_examples(10, seed=2))
     return data_dir
+
+
+@pytest.fixture(scope="session")
+def tiny_data(tmp_path_factory):
+    return write_tiny_data(tmp_path_factory.mktemp("tiny_data"))
 
 
 @pytest.fixture(scope="session")

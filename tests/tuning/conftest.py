@@ -4,15 +4,12 @@ import json
 
 import pytest
 
-from tests.experiment.conftest import make_examples, tiny_config, write_jsonl
+from tests.experiment.conftest import tiny_config, write_tiny_data
 
 
 @pytest.fixture(scope="session")
 def tune_config_file(tmp_path_factory):
-    data_dir = tmp_path_factory.mktemp("tune_data")
-    write_jsonl(data_dir / "train.jsonl", make_examples(48, seed=0))
-    write_jsonl(data_dir / "validation.jsonl", make_examples(18, seed=1))
-    write_jsonl(data_dir / "test.jsonl", make_examples(10, seed=2))
+    data_dir = write_tiny_data(tmp_path_factory.mktemp("tune_data"))
     config = tiny_config(data_dir, num_epochs=3)
     config["evaluate_on_test"] = False
     config["model"]["dropout"] = 0.1
