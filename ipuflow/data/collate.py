@@ -16,8 +16,10 @@ import numpy
 import torch
 
 from ipuflow.config import ConfigurationError
-from ipuflow.models.model import IGNORE_LABEL
 
+IGNORE_LABEL = -100
+"""Label value of rows that the loader padded onto the batch axis: loss and metrics skip them
+(torch's `cross_entropy` ignores it by default)."""
 INT_SCALAR = "int scalar"
 FLOAT_SCALAR = "float scalar"
 INT_SEQUENCE = "token-id list"

@@ -22,6 +22,9 @@ from ipuflow.config import Registrable
 if TYPE_CHECKING:
     from ipuflow.execution.options import ExecutionOptions
 
+COMPILE_IGNORED_WARNING = "Call to compile() ignored: the executable is already compiled"
+"""What every backend warns when `compile` is called again with the signature it already has (poptorch's words)."""
+
 Batch = Mapping[str, Any]
 """A combined batch: tensor values with dim 0 = the combined batch size, passed as model(**batch)."""
 

@@ -11,7 +11,7 @@ from typing import Any, Dict, FrozenSet, Iterator, List, Mapping, Optional, Tupl
 import torch
 
 from ipuflow.config import ConfigurationError
-from ipuflow.execution.executor import Batch, StepExecutor, StepResult, require_optimizer_for
+from ipuflow.execution.executor import COMPILE_IGNORED_WARNING, Batch, StepExecutor, StepResult, require_optimizer_for
 from ipuflow.execution.input_spec import InputSpec
 from ipuflow.execution.precision import LossScaler, autocast_factory
 from ipuflow.execution.rng import get_rng_states, set_rng_states
@@ -20,7 +20,6 @@ from ipuflow.execution.step_outputs import OutputCollector, find_loss
 NO_EXECUTABLE_ERROR = "Model has not been compiled or has been destroyed."
 """poptorch's text for attach/detach on an executor without a compiled program."""
 
-COMPILE_IGNORED_WARNING = "Call to compile() ignored: the executable is already compiled"
 
 
 def resolve_device(device: str) -> torch.device:

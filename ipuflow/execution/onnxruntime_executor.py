@@ -125,7 +125,7 @@ class OnnxRuntimeExecutor(StepExecutor):
                 "executor: the onnxruntime executor runs inference only (evaluate, predict); train with native or poptorch."
             )
         super().__init__(model, optimizer, **options)
-        from ipuflow.exporting.onnx_metadata import read_record, weights_digest
+        from ipuflow.execution.onnx_metadata import read_record, weights_digest
 
         if not os.path.isfile(model_file):
             raise ConfigurationError(

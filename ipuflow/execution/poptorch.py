@@ -19,22 +19,24 @@ from typing import Any, Dict, List, Optional, Tuple
 import torch
 
 from ipuflow.config import ConfigurationError
-from ipuflow.execution.executor import Batch, StepExecutor, StepResult, require_optimizer_for
+from ipuflow.execution.executor import COMPILE_IGNORED_WARNING, Batch, StepExecutor, StepResult, require_optimizer_for
 from ipuflow.execution.input_spec import InputSpec
 from ipuflow.execution.ipu_config import IpuPlacement, MatmulProportion, resolve_placements
-from ipuflow.execution.native import COMPILE_IGNORED_WARNING
 from ipuflow.execution.optimum_ipu_config import ipu_config_applied
 from ipuflow.execution.rng import get_rng_states, set_rng_states
 from ipuflow.execution.step_outputs import find_loss
 
 def poptorch_twin(optimizer_class: type) -> Optional[str]:
-    """The name of the `poptorch.optim` twin of a torch SGD/Adam/AdamW/RMSprop or ipuflow Lamb class
-    (or a subclass: ipuflow's registered optimizers subclass these only to take config arguments,
-    their step is the base class's), or None."""
-    from ipuflow.training.lamb import Lamb  # here: ipuflow.training imports the execution package
+    """The name of the `poptorch.optim` twin of a torch SGD/Adam/AdamW/RMSprop class (or a subclass:
+    ipuflow's registered optimizers subclass these only to take config arguments, their step is the
+    base class's), or the twin that a class torch lacks names in its `poptorch_twin` attribute, or None.
 
+    The attribute is how ipuflow's Lamb (in the training package, above this one) says it is LAMB."""
+    declared = getattr(optimizer_class, "poptorch_twin", None)
+    if isinstance(declared, str):
+        return declared
     for base, name in ((torch.optim.AdamW, "AdamW"), (torch.optim.Adam, "Adam"), (torch.optim.SGD, "SGD"),
-                       (torch.optim.RMSprop, "RMSprop"), (Lamb, "LAMB")):
+                       (torch.optim.RMSprop, "RMSprop")):
         # AdamW first: newer torch makes AdamW an Adam subclass.
         if issubclass(optimizer_class, base):
             return name

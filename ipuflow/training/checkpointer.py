@@ -31,6 +31,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+BEST_WEIGHTS_NAME = "best.safetensors"
+"""The best weights so far, next to the checkpoints in the serialization directory (the archive's source)."""
+
 _MANIFEST_RE = re.compile(r"^checkpoint_e(\d+)_b(\d+)\.json$")
 _CHECKPOINT_FILE_RE = re.compile(r"^(model_state|training_state|checkpoint)_e(\d+)_b(\d+)\.(safetensors|pt|json)$")
 

@@ -31,6 +31,7 @@ from ipuflow.training.callbacks.progress import ProgressCallback
 from ipuflow.training.callbacks.tensorboard import TensorBoardCallback
 from ipuflow.evaluation.evaluator import evaluate
 from ipuflow.storage import file_sha256, link_atomically, write_json_atomically
+from ipuflow.training.checkpointer import BEST_WEIGHTS_NAME as BEST_WEIGHTS
 from ipuflow.training.checkpointer import Checkpointer, TrainerCheckpoint, load_weights, save_weights
 from ipuflow.training.interruption import InterruptListener, NonFiniteLossError, TrainingInterrupted
 from ipuflow.training.lr_schedulers.learning_rate_scheduler import LearningRateScheduler
@@ -46,7 +47,6 @@ from ipuflow.training.trainer import Trainer
 
 logger = logging.getLogger(__name__)
 
-BEST_WEIGHTS = "best.safetensors"
 TRAINING_STATE_VERSION = 1
 DEFAULT_CALLBACKS = (ProgressCallback, ConsoleMetricsCallback, TensorBoardCallback)
 
