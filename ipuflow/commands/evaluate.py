@@ -62,8 +62,7 @@ def _evaluate(archive: Any, input_paths: List[str], batch_size: Optional[int], d
     for path in input_paths:
         instances = archive.validation_dataset_reader.read(path)
         loader = loader_from_config(config, [instance.index(archive.vocab) for instance in instances], batch_size)
-        loader.set_batch_size_factor(executor.batch_size_factor)
-        executor.compile_for(loader)
+        executor.prepare(loader)
         outputs: List[Dict[str, Any]] = []
 
         def collect(batch_outputs: Any, batch: Any) -> None:

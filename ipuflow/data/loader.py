@@ -21,8 +21,8 @@ Batch = Dict[str, torch.Tensor]
 class DataLoader(Registrable):
     """Yields combined batches (``batch_size × batch_size_factor`` rows) for a step executor.
 
-    The config states the micro-batch (`batch_size`); the trainer sets the executor's factor with
-    `set_batch_size_factor` before asking for `len()` (host calls per epoch) or iterating.
+    The config states the micro-batch (`batch_size`); `executor.prepare(loader)` sets the executor's
+    factor (`set_batch_size_factor`) before anyone asks for `len()` (host calls per epoch) or iterates.
     """
 
     default_implementation: ClassVar[Optional[str]] = "fixed_shape"

@@ -6,7 +6,7 @@ import copy
 import dataclasses
 import inspect
 import warnings
-from typing import Any, Dict, FrozenSet, Iterator, List, Mapping, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, FrozenSet, Iterator, List, Mapping, Optional, Tuple, Union
 
 import torch
 
@@ -16,6 +16,9 @@ from ipuflow.execution.input_spec import InputSpec
 from ipuflow.execution.precision import LossScaler, autocast_factory
 from ipuflow.execution.rng import get_rng_states, set_rng_states
 from ipuflow.execution.step_outputs import OutputCollector, find_loss
+
+if TYPE_CHECKING:
+    from ipuflow.data.loader import DataLoader
 
 NO_EXECUTABLE_ERROR = "Model has not been compiled or has been destroyed."
 """poptorch's text for attach/detach on an executor without a compiled program."""
@@ -176,7 +179,7 @@ class NativeExecutor(StepExecutor):
         """Whether `batch` has a compiled signature (a call would run without compiling)."""
         return self._spec is not None and self._spec.matches(batch)
 
-    def compile_ahead(self, loader: Any) -> str:
+    def compile_ahead(self, loader: "DataLoader") -> str:
         """Fix the input spec for every shape of `loader` and, with `compile`, have `torch.compile`
         build its graphs now: one forward (and, in training, backward) per shape, on the first
         micro-batch, with no optimizer step; weights, buffers, gradients and RNG states are restored."""

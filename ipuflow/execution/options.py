@@ -96,7 +96,7 @@ class BatchingPlan:
                 f"multiple of device_iterations ({self.device_iterations}) × replication_factor "
                 f"({self.replication_factor}) × gradient_accumulation ({self.gradient_accumulation}) = "
                 f"{factor}, because one host call runs that many micro-batches. Set the loader's "
-                f"batch size factor with loader.set_batch_size_factor(executor.batch_size_factor)."
+                f"batch size factor with executor.prepare(loader)."
             )
         return size // factor
 

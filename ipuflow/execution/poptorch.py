@@ -14,7 +14,7 @@ import dataclasses
 import importlib
 import warnings
 from types import ModuleType
-from typing import Any, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 import torch
 
@@ -25,6 +25,9 @@ from ipuflow.execution.ipu_config import IpuPlacement, MatmulProportion, resolve
 from ipuflow.execution.optimum_ipu_config import ipu_config_applied
 from ipuflow.execution.rng import get_rng_states, set_rng_states
 from ipuflow.execution.step_outputs import find_loss
+
+if TYPE_CHECKING:
+    from ipuflow.data.loader import DataLoader
 
 def poptorch_twin(optimizer_class: type) -> Optional[str]:
     """The name of the `poptorch.optim` twin of a torch SGD/Adam/AdamW/RMSprop class (or a subclass:
@@ -333,7 +336,7 @@ class PoptorchExecutor(StepExecutor):
         """Whether `batch` has the compiled signature (a call would run without compiling)."""
         return self._spec is not None and self._poplar.isCompiled() and self._spec.matches(self._device_inputs(batch))
 
-    def compile_ahead(self, loader: Any) -> str:
+    def compile_ahead(self, loader: "DataLoader") -> str:
         """Compile the poptorch executable for `loader`'s batch shape (PoplarExecutor.compile builds it
         without running a step); with `executable_cache_dir` set, poptorch saves it there."""
         self.compile_for(loader)

@@ -21,6 +21,7 @@ import torch
 from ipuflow.config import ConfigurationError, Params
 from ipuflow.config.component_names import registered_name_of
 from ipuflow.config.errors import did_you_mean
+from ipuflow.data.loader import DataLoader
 
 logger = logging.getLogger(__name__)
 
@@ -224,7 +225,7 @@ def _check_validation_metric(trainer: Any, device: torch.device) -> List[str]:
     return sorted(reported)
 
 
-def _first_micro_batch(loader: Any, device: torch.device) -> Dict[str, torch.Tensor]:
+def _first_micro_batch(loader: DataLoader, device: torch.device) -> Dict[str, torch.Tensor]:
     samples = loader.shape_samples()
     if not samples:
         raise ConfigurationError(

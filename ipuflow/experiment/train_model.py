@@ -198,8 +198,7 @@ class TrainModel(Registrable):
                 on_phase("test evaluation")
             logger.info("Evaluating the best model on the test set")
             executor = self.trainer.executor.inference_executor()
-            self.test_data_loader.set_batch_size_factor(executor.batch_size_factor)
-            executor.compile_for(self.test_data_loader)
+            executor.prepare(self.test_data_loader)
             with torch.no_grad():
                 test_metrics = evaluate(self.model, executor, self.test_data_loader)
             metrics.update({f"test_{key}": value for key, value in test_metrics.items()})
