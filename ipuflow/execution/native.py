@@ -34,16 +34,16 @@ def resolve_device(device: str) -> torch.device:
     if isinstance(device, str) and (device == "cuda" or device.startswith("cuda:")):
         index_text = device[5:]
         if index_text and not index_text.isdigit():
-            raise ConfigurationError(f"executor.device: expected 'auto', 'cpu', 'cuda' or 'cuda:N', found {device!r}.")
+            raise ConfigurationError(key="device", expected="'auto', 'cpu', 'cuda' or 'cuda:N'", found=device)
         if not torch.cuda.is_available():
-            raise ConfigurationError(f"executor.device: {device!r} was asked for, but torch sees no CUDA device.")
+            raise ConfigurationError(f"{device!r} was asked for, but torch sees no CUDA device.", key="device")
         index = int(index_text) if index_text else torch.cuda.current_device()
         if index >= torch.cuda.device_count():
             raise ConfigurationError(
-                f"executor.device: {device!r} was asked for, but there are {torch.cuda.device_count()} CUDA devices."
+                f"{device!r} was asked for, but there are {torch.cuda.device_count()} CUDA devices.", key="device"
             )
         return torch.device("cuda", index)
-    raise ConfigurationError(f"executor.device: expected 'auto', 'cpu', 'cuda' or 'cuda:N', found {device!r}.")
+    raise ConfigurationError(key="device", expected="'auto', 'cpu', 'cuda' or 'cuda:N'", found=device)
 
 
 def hyperparameter_names(optimizer: torch.optim.Optimizer) -> FrozenSet[str]:
@@ -99,7 +99,7 @@ class NativeExecutor(StepExecutor):
     ) -> None:
         super().__init__(model, optimizer, **options)
         if not isinstance(compile, (bool, dict)):
-            raise ConfigurationError(f"executor.compile: expected true, false or a dict of torch.compile options, found {compile!r}.")
+            raise ConfigurationError(key="compile", expected="true, false or a dict of torch.compile options", found=compile)
         self._device_option = device
         self._compile_option = compile
         self._device = resolve_device(device)

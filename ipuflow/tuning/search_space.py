@@ -150,7 +150,7 @@ class SearchSpec:
             try:
                 parse_validation_metric(metric)
             except ConfigurationError as error:
-                raise ConfigurationError(f"{source}: metric: {error}".replace("trainer.validation_metric: ", "")) from None
+                raise ConfigurationError(f"{source}: metric: {error.explanation}") from None
         timeout = raw.get("timeout")
         if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
             raise ConfigurationError(f"{source}: timeout: expected a positive number of seconds, found {timeout!r}.")
