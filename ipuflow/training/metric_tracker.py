@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Tuple, Union
 
-from ipuflow.config import ConfigurationError
+from ipuflow.config import ConfigurationError, validators
 
 
 def parse_validation_metric(validation_metric: Union[str, List[str]], key: str = "validation_metric") -> List[Tuple[float, str]]:
@@ -32,11 +32,7 @@ class MetricTracker:
     """
 
     def __init__(self, metric_name: Union[str, List[str]] = "-loss", patience: Optional[int] = None) -> None:
-        if patience is not None and (isinstance(patience, bool) or not isinstance(patience, int) or patience <= 0):
-            raise ConfigurationError(
-                f"{patience!r} is an invalid value: it must be a positive integer or null (to disable early stopping).",
-                key="patience",
-            )
+        validators.positive_int("patience", patience, optional=True)  # null disables early stopping
         self._patience = patience
         self.tracked_metrics = parse_validation_metric(metric_name)
         self.clear()
