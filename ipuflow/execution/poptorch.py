@@ -61,9 +61,10 @@ def import_poptorch() -> ModuleType:
         return importlib.import_module("poptorch")
     except Exception as error:  # poptorch raises ImportError without an SDK, AssertionError on a torch mismatch
         raise PoptorchUnavailable(
-            "executor.type: 'poptorch' needs the poptorch package, which comes with Graphcore's Poplar SDK "
-            f"(it is not on PyPI); importing it failed: {type(error).__name__}: {error}. Activate the SDK "
-            "and install its poptorch wheel, or use the 'native' executor."
+            "'poptorch' needs the poptorch package, which comes with Graphcore's Poplar SDK (it is not on PyPI); "
+            f"importing it failed: {type(error).__name__}: {error}. Activate the SDK and install its poptorch "
+            "wheel, or use the 'native' executor.",
+            key="type",
         ) from error
 
 
