@@ -150,7 +150,7 @@ def _show_default(value: Any) -> str:
 @debug_option
 def components(base: Optional[str], name: Optional[str], include_package: Tuple[str, ...]) -> None:
     """List registered components: every base, one base's names, or one component's config keys."""
-    from ipuflow.config.plugins import include_packages
+    from ipuflow.plugins import include_packages
 
     include_packages(include_package)
     if base is None:

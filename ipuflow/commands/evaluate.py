@@ -16,7 +16,7 @@ def evaluate_archive(archive_path: str, input_paths: List[str], batch_size: Opti
                      predictions_file: Optional[TextIO] = None, executor_type: Optional[str] = None,
                      onnx_model: Optional[str] = None) -> Dict[str, Any]:
     """Metrics of the archived model on each input (keys prefixed by file stem when several)."""
-    from ipuflow.archival import load_archive
+    from ipuflow.experiment.archival import load_archive
 
     archive = load_archive(archive_path, overrides=overrides, weights_file=weights_file)
     return evaluate_loaded_archive(archive, input_paths, batch_size, device, predictions_file, executor_type, onnx_model)
@@ -62,8 +62,7 @@ def _evaluate(archive: Any, input_paths: List[str], batch_size: Optional[int], d
     for path in input_paths:
         instances = archive.validation_dataset_reader.read(path)
         loader = loader_from_config(config, [instance.index(archive.vocab) for instance in instances], batch_size)
-        loader.set_batch_size_factor(executor.batch_size_factor)
-        executor.compile_for(loader)
+        executor.prepare(loader)
         outputs: List[Dict[str, Any]] = []
 
         def collect(batch_outputs: Any, batch: Any) -> None:
@@ -105,8 +104,8 @@ def evaluate(archive: str, input_paths: str, output_file: Optional[str], predict
              batch_size: Optional[int], device: Optional[str], executor_type: Optional[str], onnx_model: Optional[str],
              overrides: str, weights_file: Optional[str], include_package: Tuple[str, ...]) -> None:
     """Score the model in ARCHIVE (model.tar.gz or a run directory) on INPUT (comma-separated paths)."""
-    from ipuflow.archival import load_archive
-    from ipuflow.config.plugins import include_packages
+    from ipuflow.experiment.archival import load_archive
+    from ipuflow.plugins import include_packages
     from ipuflow.experiment.serialization_dir import configure_logging
     from ipuflow.storage import write_json_atomically
 

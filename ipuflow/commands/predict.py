@@ -37,9 +37,9 @@ def predict(archive: str, input_file: str, output_file: Optional[str], batch_siz
             skip_bad_lines: bool, device: Optional[str], executor_type: Optional[str], onnx_model: Optional[str],
             include_package: Tuple[str, ...]) -> int:
     """Predict each JSON line of INPUT ('-' for stdin) with the model in ARCHIVE; JSON lines out."""
-    from ipuflow.archival import load_archive
+    from ipuflow.experiment.archival import load_archive
     from ipuflow.config import ConfigurationError, Params
-    from ipuflow.config.plugins import include_packages
+    from ipuflow.plugins import include_packages
     from ipuflow.evaluation.inference import inference_executor_from_config
     from ipuflow.experiment.serialization_dir import configure_logging
     from ipuflow.predictors.batch_prediction import BatchPredictor

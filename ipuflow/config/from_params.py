@@ -13,14 +13,14 @@ import json
 import logging
 import os
 import pathlib
-import re
 import sys
 import typing
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Type, TypeVar, Union
 
-from ipuflow.config.errors import ConfigurationError, closest_match
-from ipuflow.config.params import Params, _describe
+from ipuflow.config.errors import ConfigurationError, closest_match, describe_value
+from ipuflow.config.lazy import Lazy
+from ipuflow.config.params import Params
 
 logger = logging.getLogger(__name__)
 
@@ -80,42 +80,21 @@ class FromParams:
         # A family base dispatches on `type`, also when nothing is registered yet: a dotted class path
         # works for every family.
         family = issubclass(cls, Registrable) and (cls in Registrable._registry or Registrable in cls.__bases__)
-
-        if constructor_to_call is None and family:
-            return _build_registered(cls, params, extras)  # type: ignore[arg-type]
-        if constructor_to_call is None:
-            constructor_to_call = cls
-            constructor_to_inspect = constructor_to_inspect or cls.__init__
-        constructor_to_inspect = constructor_to_inspect or constructor_to_call
-        kwargs = build_arguments(cls, constructor_to_inspect, params, extras)
         try:
+            if constructor_to_call is None and family:
+                return _build_registered(cls, params, extras)  # type: ignore[arg-type]
+            if constructor_to_call is None:
+                constructor_to_call = cls
+                constructor_to_inspect = constructor_to_inspect or cls.__init__
+            constructor_to_inspect = constructor_to_inspect or constructor_to_call
+            kwargs = build_arguments(cls, constructor_to_inspect, params, extras)
             return constructor_to_call(**kwargs)
         except ConfigurationError as error:
-            rooted = _rooted_message(str(error), params.history)
-            if rooted is None:
-                raise
-            # Reword in place, so that a subclass (e.g. poptorch being unavailable) keeps its type.
-            error.message, error.args = rooted, (rooted,)
+            # The constructor named its key relative to its own section; only here is it known where
+            # that section sits in this config. Located in place, so a subclass keeps its type, and
+            # once: an error from a nested section already carries its full path.
+            error.locate(params.history)
             raise
-
-
-def _rooted_message(message: str, history: str) -> Optional[str]:
-    """A constructor's own error names its keys from where the class is usually configured
-    (``executor.device_iterations``, ``data_loader.batch_size``); give it the path of where it is
-    configured this time (``trainer.executor.device_iterations``, ``validation_data_loader.batch_size``).
-    None when the message needs no change."""
-    path = history.rstrip(".")
-    if not path or message.startswith(history):
-        return None
-    section = re.match(r"(\w+)[.:]", message)
-    if section is None:
-        return None
-    name = section.group(1)
-    last = path.rpartition(".")[2]
-    # `validation_data_loader` is configured like `data_loader`, `validation_dataset_reader` like `dataset_reader`.
-    if last != name and not last.endswith(f"_{name}"):
-        return None
-    return path + message[len(name):]
 
 
 def _as_params(params: Any, cls: type) -> Params:
@@ -125,7 +104,7 @@ def _as_params(params: Any, cls: type) -> Params:
         return Params({"type": params})
     if isinstance(params, Mapping):
         return Params(dict(params))
-    raise ConfigurationError(f"Expected an object to build {cls.__name__}, found {_describe(params)}.")
+    raise ConfigurationError(expected=f"an object to build {cls.__name__}", found=params)
 
 
 def _build_registered(base: type, params: Params, extras: Dict[str, Any]) -> Any:
@@ -134,21 +113,21 @@ def _build_registered(base: type, params: Params, extras: Dict[str, Any]) -> Any
     default = base.default_implementation  # type: ignore[attr-defined]
     if "type" not in params and not available:
         raise ConfigurationError(
-            f"{params.path_of('type')}: {base.__name__} has no registered implementations to build; give the "
-            f"class path of one as \"type\" (e.g. \"my_package.module.My{base.__name__}\"), or load the package "
-            f"that registers them with --include-package."
+            f"{base.__name__} has no registered implementations to build; give the class path of one as \"type\" "
+            f"(e.g. \"my_package.module.My{base.__name__}\"), or load the package that registers them with "
+            f"--include-package.",
+            path=params.path_of("type"),
         )
     if "type" not in params and default is None:
-        raise ConfigurationError(
-            f"{params.path_of('type')}: required key 'type' is missing; choose one of: {', '.join(available)}."
-        )
+        raise ConfigurationError(f"required key 'type' is missing; choose one of: {', '.join(available)}.",
+                                 path=params.path_of("type"))
     type_name = params.pop("type", default)
     if not isinstance(type_name, str):
-        raise ConfigurationError(f"{params.path_of('type')}: expected a registered name, found {_describe(type_name)}.")
+        raise ConfigurationError(path=params.path_of("type"), expected="a registered name", found=type_name)
     try:
         subclass, constructor_name = base.resolve_class_name(type_name)  # type: ignore[attr-defined]
     except ConfigurationError as error:
-        raise ConfigurationError(f"{params.path_of('type')}: {error}") from None
+        raise ConfigurationError(str(error), path=params.path_of("type")) from None
     if not (isinstance(subclass, type) and issubclass(subclass, FromParams)):
         # A plain class (e.g. a torch module) registered directly: its keys go to it verbatim.
         return subclass(**params.as_dict())
@@ -254,9 +233,9 @@ def build_arguments(cls: type, constructor: Callable[..., Any], params: Params, 
         valid = [name for name in parameters if name not in extras]
         match = closest_match(unknown, valid)
         raise ConfigurationError(
-            f"{params.path_of(unknown)}: unknown key for {cls.__name__}"
-            + (f"; did you mean {match!r}?" if match else ".")
-            + f" Valid keys: {', '.join(valid) or '(none)'}."
+            f"unknown key for {cls.__name__}" + (f"; did you mean {match!r}?" if match else ".")
+            + f" Valid keys: {', '.join(valid) or '(none)'}.",
+            path=params.path_of(unknown),
         )
     kwargs: Dict[str, Any] = {}
     for name, parameter in parameters.items():
@@ -265,7 +244,10 @@ def build_arguments(cls: type, constructor: Callable[..., Any], params: Params, 
             if name in extras:
                 kwargs[name] = extras[name]
             elif parameter.required:
-                raise ConfigurationError(params.missing_key_message(name))
+                raise params.missing_key_error(name)
+            elif isinstance(parameter.default, Lazy):
+                # Still the default, but one that knows its key path, for the errors of what it builds.
+                kwargs[name] = parameter.default.at(f"{path}.")
             continue
         if name in extras:
             logger.warning("%s is given in the config and also passed in by ipuflow; the config's value is used.", path)
@@ -280,7 +262,6 @@ def build_arguments(cls: type, constructor: Callable[..., Any], params: Params, 
 
 def construct_value(value: Any, annotation: Any, path: str, extras: Mapping[str, Any]) -> Any:
     """Turn a raw config value into what `annotation` asks for; errors name `path`."""
-    from ipuflow.config.lazy import Lazy
 
     origin = typing.get_origin(annotation)
     args = typing.get_args(annotation)
@@ -291,25 +272,25 @@ def construct_value(value: Any, annotation: Any, path: str, extras: Mapping[str,
     if origin in _UNION_TYPES:
         return _construct_union(value, args, annotation, path, extras)
     if value is None:
-        raise ConfigurationError(f"{path}: null is not allowed here; expected {type_description(annotation)}.")
+        raise ConfigurationError(f"null is not allowed here; expected {type_description(annotation)}.", path=path)
     if annotation is Lazy or origin is Lazy:
         target = args[0] if args else Any
         if isinstance(value, str):
             value = {"type": value}
         if not isinstance(value, dict):
-            raise ConfigurationError(f"{path}: expected {type_description(annotation)}, found {_describe(value)}.")
+            raise ConfigurationError(path=path, expected=type_description(annotation), found=value)
         return Lazy(target, params=Params(copy.deepcopy(value), history=f"{path}."), constructor_extras=dict(extras))
     if isinstance(annotation, type) and issubclass(annotation, FromParams):
         if isinstance(value, str):
             value = {"type": value}
         if not isinstance(value, dict):
-            raise ConfigurationError(f"{path}: expected {type_description(annotation)}, found {_describe(value)}.")
+            raise ConfigurationError(path=path, expected=type_description(annotation), found=value)
         return annotation.from_params(Params(value, history=f"{path}."), **_extras_accepted_by(annotation.from_params, dict(extras)))
     if annotation in (bool, int, float, str) or annotation in (pathlib.Path, os.PathLike):
         return _construct_scalar(value, annotation, path)
     if origin is typing.Literal:
         if value not in args:
-            raise ConfigurationError(f"{path}: expected one of {', '.join(json.dumps(a) for a in args)}, found {_describe(value)}.")
+            raise ConfigurationError(path=path, expected=f"one of {', '.join(json.dumps(a) for a in args)}", found=value)
         logger.info("%s = %s", path, json.dumps(value))
         return value
     if origin in _LIST_ORIGINS or annotation in (list, tuple):
@@ -325,19 +306,19 @@ def construct_value(value: Any, annotation: Any, path: str, extras: Mapping[str,
         if len(args) == 2 and args[1] is Ellipsis:
             return tuple(construct_value(item, args[0], f"{path}.{i}", extras) for i, item in enumerate(items))
         if len(items) != len(args):
-            raise ConfigurationError(f"{path}: expected a list of {len(args)} items, found {len(items)}.")
+            raise ConfigurationError(f"expected a list of {len(args)} items, found {len(items)}.", path=path)
         return tuple(construct_value(item, arg, f"{path}.{i}", extras) for i, (item, arg) in enumerate(zip(items, args)))
     if origin in _DICT_ORIGINS or annotation is dict:
         if not isinstance(value, dict):
-            raise ConfigurationError(f"{path}: expected {type_description(annotation)}, found {_describe(value)}.")
+            raise ConfigurationError(path=path, expected=type_description(annotation), found=value)
         value_type = args[1] if len(args) == 2 else Any
         return {key: construct_value(item, value_type, f"{path}.{key}", extras) for key, item in value.items()}
     if isinstance(annotation, type):
         if isinstance(value, annotation):
             return value
         raise ConfigurationError(
-            f"{path}: a {annotation.__name__} cannot be written in a config (ipuflow passes it in); "
-            f"found {_describe(value)}."
+            f"a {annotation.__name__} cannot be written in a config (ipuflow passes it in); found {describe_value(value)}.",
+            path=path,
         )
     # Callables and other annotations the resolver cannot check: the value goes through as it is.
     logger.info("%s = %s", path, json.dumps(value, default=str))
@@ -350,7 +331,7 @@ def _construct_union(value: Any, members: Tuple[Any, ...], annotation: Any, path
         if len(candidates) < len(members):
             logger.info("%s = null", path)
             return None
-        raise ConfigurationError(f"{path}: null is not allowed here; expected {type_description(annotation)}.")
+        raise ConfigurationError(f"null is not allowed here; expected {type_description(annotation)}.", path=path)
     if len(candidates) == 1:
         return construct_value(value, candidates[0], path, extras)
     failures: List[str] = []
@@ -361,7 +342,7 @@ def _construct_union(value: Any, members: Tuple[Any, ...], annotation: Any, path
         except ConfigurationError as error:
             failures.append(f"as {type_description(member)}: {error}")
     raise ConfigurationError(
-        f"{path}: expected {type_description(annotation)}, found {_describe(value)} ({'; '.join(failures)})."
+        f"expected {type_description(annotation)}, found {describe_value(value)} ({'; '.join(failures)}).", path=path
     )
 
 
@@ -380,20 +361,19 @@ def _construct_scalar(value: Any, annotation: Any, path: str) -> Any:
         value = pathlib.Path(value) if ok else value
     if not ok:
         hint = " (write it without quotes)" if isinstance(value, str) and annotation in (int, float, bool) else ""
-        raise ConfigurationError(f"{path}: expected {type_description(annotation)}, found {_describe(value)}{hint}.")
+        raise ConfigurationError(f"expected {type_description(annotation)}, found {describe_value(value)}{hint}.", path=path)
     logger.info("%s = %s", path, json.dumps(value, default=str))
     return value
 
 
 def _expect_list(value: Any, annotation: Any, path: str) -> List[Any]:
     if not isinstance(value, list):
-        raise ConfigurationError(f"{path}: expected {type_description(annotation)}, found {_describe(value)}.")
+        raise ConfigurationError(path=path, expected=type_description(annotation), found=value)
     return value
 
 
 def type_description(annotation: Any) -> str:
     """How an annotation reads in an error message or in `ipuflow components`."""
-    from ipuflow.config.lazy import Lazy
 
     origin = typing.get_origin(annotation)
     args = typing.get_args(annotation)

@@ -12,12 +12,35 @@ from __future__ import annotations
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Iterator, Optional, Sequence, Tuple
+from importlib import metadata
+from typing import Iterator, List, Optional, Sequence, Tuple
 
 from ipuflow.config.errors import ConfigurationError
-from ipuflow.config.plugins import included_packages, plugin_modules
 
 OWN_PACKAGE = "ipuflow"
+
+ENTRY_POINT_GROUP = "ipuflow.plugins"
+"""The entry-point group under which installed packages register ipuflow components."""
+
+# The packages this process was asked to include (`--include-package`, `include_packages`), in order.
+# Configs from archives may name classes in them; meta.json records them for the archive's users.
+_included: List[str] = []
+
+
+def remember_included(package: str) -> None:
+    """Record that `package` was included (imported at the user's request) in this process."""
+    if package not in _included:
+        _included.append(package)
+
+
+def included_packages() -> List[str]:
+    """The packages included so far in this process (`--include-package`), in the order given."""
+    return list(_included)
+
+
+def plugin_modules() -> Tuple[str, ...]:
+    """The modules that the installed `ipuflow.plugins` entry points name."""
+    return tuple(entry_point.value.split(":")[0].strip() for entry_point in metadata.entry_points(group=ENTRY_POINT_GROUP))
 
 
 def module_within(module_name: str, package: str) -> bool:

@@ -38,6 +38,11 @@ class Lazy(Generic[T]):
         """A copy of the params the object will be built from."""
         return self._params.duplicate()
 
+    def at(self, history: str) -> "Lazy[T]":
+        """This Lazy with its params placed at the key path `history` (e.g. ``"trainer.executor."``), so
+        that the errors of what it builds name their full key paths; for a default the config left out."""
+        return Lazy(self._constructor, Params(self._params.duplicate().params, history=history), self._constructor_extras)
+
     def construct(self, **kwargs: Any) -> T:
         """Build a new object; `kwargs` fill the arguments the config leaves out."""
         from ipuflow.config.from_params import FromParams

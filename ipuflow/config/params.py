@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Mapping, MutableMapping, Optional, Sequence, Union
 
-from ipuflow.config.errors import ConfigurationError, did_you_mean
+from ipuflow.config.errors import ConfigurationError, describe_value, did_you_mean
 
 logger = logging.getLogger(__name__)
 
@@ -26,16 +26,6 @@ _NESTED_KEY_ORDER: Sequence[str] = ("type",)
 
 Overrides = Union[str, Mapping[str, Any]]
 """One set of config edits: a Jsonnet/JSON object as text, or a dict."""
-
-
-def _describe(value: Any) -> str:
-    """A short, human description of a config value and its JSON type, for error messages."""
-    kind = {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
-            list: "a list", dict: "an object", type(None): "null"}.get(type(value), type(value).__name__)
-    shown = json.dumps(value) if isinstance(value, (bool, int, float, str, type(None))) else None
-    if shown is not None and len(shown) > 60:
-        shown = shown[:57] + "..."
-    return f"{kind} ({shown})" if shown is not None and value is not None else kind
 
 
 class Params(MutableMapping[str, Any]):
@@ -79,7 +69,7 @@ class Params(MutableMapping[str, Any]):
         else:
             loaded = json.loads(_evaluate_jsonnet(path.read_text(), str(path), variables, is_file=True))
         if not isinstance(loaded, dict):
-            raise ConfigurationError(f"{path}: a config must be an object at the top level, found {_describe(loaded)}.")
+            raise ConfigurationError(f"{path}: a config must be an object at the top level, found {describe_value(loaded)}.")
         for edits in ([overrides] if isinstance(overrides, (str, Mapping)) else overrides):
             if edits:
                 loaded = with_overrides(loaded, parse_overrides(edits, variables))
@@ -100,14 +90,14 @@ class Params(MutableMapping[str, Any]):
                 return value
             return self._wrap(key, value)
         if default is _NO_DEFAULT:
-            raise ConfigurationError(self.missing_key_message(key))
+            raise self.missing_key_error(key)
         logger.info("%s = %s (default)", self.path_of(key), _log_value(default))
         return default
 
-    def missing_key_message(self, key: str) -> str:
-        """The error text for a required key that the config does not give."""
+    def missing_key_error(self, key: str) -> ConfigurationError:
+        """The error for a required key that the config does not give."""
         where = f" in {self.history.rstrip('.')!r}" if self.history else " at the top level of the config"
-        return f"{self.path_of(key)}: required key {key!r} is missing{where}."
+        return ConfigurationError(f"required key {key!r} is missing{where}.", path=self.path_of(key))
 
     def pop_int(self, key: str, default: Any = _NO_DEFAULT) -> Optional[int]:
         """Pop an integer (an integral string such as "5", as environment variables give, is accepted)."""
@@ -116,7 +106,7 @@ class Params(MutableMapping[str, Any]):
             return value
         if isinstance(value, str) and re.fullmatch(r"[+-]?\d+", value.strip()):
             return int(value)
-        raise ConfigurationError(f"{self.path_of(key)}: expected an integer, found {_describe(value)}.")
+        raise ConfigurationError(path=self.path_of(key), expected="an integer", found=value)
 
     def pop_float(self, key: str, default: Any = _NO_DEFAULT) -> Optional[float]:
         """Pop a number (a numeric string is accepted)."""
@@ -130,7 +120,7 @@ class Params(MutableMapping[str, Any]):
                 return float(value)
             except ValueError:
                 pass
-        raise ConfigurationError(f"{self.path_of(key)}: expected a number, found {_describe(value)}.")
+        raise ConfigurationError(path=self.path_of(key), expected="a number", found=value)
 
     def pop_bool(self, key: str, default: Any = _NO_DEFAULT) -> Optional[bool]:
         """Pop a boolean; the strings "true" and "false" are accepted."""
@@ -139,7 +129,7 @@ class Params(MutableMapping[str, Any]):
             return value
         if value in ("true", "false"):
             return value == "true"
-        raise ConfigurationError(f"{self.path_of(key)}: expected true or false, found {_describe(value)}.")
+        raise ConfigurationError(path=self.path_of(key), expected="true or false", found=value)
 
     def pop_choice(self, key: str, choices: Sequence[Any], default_to_first_choice: bool = False,
                    allow_class_names: bool = True) -> Any:
@@ -149,9 +139,7 @@ class Params(MutableMapping[str, Any]):
         if value in choices or (allow_class_names and isinstance(value, str) and "." in value):
             return value
         hint = did_you_mean(value, [str(choice) for choice in choices]) if isinstance(value, str) else ""
-        raise ConfigurationError(
-            f"{self.path_of(key)}: {value!r} is not one of {', '.join(map(str, choices))}.{hint}"
-        )
+        raise ConfigurationError(f"{value!r} is not one of {', '.join(map(str, choices))}.{hint}", path=self.path_of(key))
 
     def get(self, key: str, default: Any = None) -> Any:
         """The value of `key` without removing it (nested dicts as Params)."""
@@ -163,7 +151,7 @@ class Params(MutableMapping[str, Any]):
         """Fail if keys remain that nothing used, naming them and the closest valid key."""
         if self.params:
             key = next(iter(self.params))
-            raise ConfigurationError(f"{self.path_of(key)}: unknown key for {name}.")
+            raise ConfigurationError(f"unknown key for {name}.", path=self.path_of(key))
 
     # -- conversion ------------------------------------------------------------------------------
 
@@ -324,7 +312,7 @@ def parse_overrides(overrides: Union[str, Mapping[str, Any]], ext_vars: Optional
     variables = _external_variables(ext_vars) if ext_vars is None else dict(ext_vars)
     parsed = json.loads(_evaluate_jsonnet(overrides, "overrides", variables, is_file=False))
     if not isinstance(parsed, dict):
-        raise ConfigurationError(f"overrides: expected an object such as '{{\"trainer.num_epochs\": 3}}', found {_describe(parsed)}.")
+        raise ConfigurationError(f"overrides: expected an object such as '{{\"trainer.num_epochs\": 3}}', found {describe_value(parsed)}.")
     return parsed
 
 
@@ -392,7 +380,7 @@ def _merge(target: Any, edits: Any, path: str) -> Any:
     where = path.rstrip(".")
     first = next(iter(edits))
     raise ConfigurationError(
-        f"overrides: {f'{where}.{first}'!r} goes into {where!r}, which is {_describe(target)}, not an object or "
+        f"overrides: {f'{where}.{first}'!r} goes into {where!r}, which is {describe_value(target)}, not an object or "
         f"a list. To replace {where!r} with an object, set it to null in an earlier -o."
     )
 

@@ -4,6 +4,7 @@ Importing this package registers every built-in reader, tokenizer and vocabulary
 transformers is imported only when a pretrained tokenizer is built.
 """
 
+from ipuflow.data.collate import IGNORE_LABEL
 from ipuflow.data.fields import Field, LabelField, MetadataField, TensorField, TextField
 from ipuflow.data.instance import Instance
 from ipuflow.data.vocabulary import Vocabulary
@@ -19,6 +20,7 @@ from ipuflow.data.readers import (
 )
 
 __all__ = [
+    "IGNORE_LABEL",
     "Field",
     "TextField",
     "LabelField",

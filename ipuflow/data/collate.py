@@ -16,8 +16,10 @@ import numpy
 import torch
 
 from ipuflow.config import ConfigurationError
-from ipuflow.models.model import IGNORE_LABEL
 
+IGNORE_LABEL = -100
+"""Label value of rows that the loader padded onto the batch axis: loss and metrics skip them
+(torch's `cross_entropy` ignores it by default)."""
 INT_SCALAR = "int scalar"
 FLOAT_SCALAR = "float scalar"
 INT_SEQUENCE = "token-id list"
@@ -71,8 +73,9 @@ def _kinds(instances: Sequence[Mapping[str, Any]]) -> Dict[str, str]:
     for position, instance in enumerate(instances):
         if list(instance.keys()) != names and set(instance.keys()) != set(names):
             raise ConfigurationError(
-                f"data_loader.instances: instance {position} has fields {sorted(instance)}, but instance 0 has "
-                f"{sorted(names)}; every instance needs the same fields."
+                f"instance {position} has fields {sorted(instance)}, but instance 0 has "
+                f"{sorted(names)}; every instance needs the same fields.",
+                key="instances",
             )
         for name in names:
             value = instance[name]
@@ -84,8 +87,9 @@ def _kinds(instances: Sequence[Mapping[str, Any]]) -> Dict[str, str]:
                 kinds[name] = kind
             elif known != kind and not {known, kind} <= {INT_SCALAR, FLOAT_SCALAR}:
                 raise ConfigurationError(
-                    f"data_loader.instances: field {name!r} is a {known} in earlier instances but a {kind} "
-                    f"in instance {position} ({value!r:.60})."
+                    f"field {name!r} is a {known} in earlier instances but a {kind} "
+                    f"in instance {position} ({value!r:.60}).",
+                    key="instances",
                 )
             elif known != kind:
                 kinds[name] = FLOAT_SCALAR  # ints and floats mixed: promote
@@ -113,8 +117,9 @@ def pack_fields(instances: Sequence[Mapping[str, Any]]) -> List[PackedField]:
             shapes = {vector.shape for vector in vectors}
             if len(shapes) != 1:
                 raise ConfigurationError(
-                    f"data_loader.instances: field {name!r} holds float vectors of different shapes "
-                    f"{sorted(shapes)[:4]}; float vectors must have one fixed shape."
+                    f"field {name!r} holds float vectors of different shapes "
+                    f"{sorted(shapes)[:4]}; float vectors must have one fixed shape.",
+                    key="instances",
                 )
             packed.append(PackedField(name, kind, values=numpy.stack(vectors)))
         else:

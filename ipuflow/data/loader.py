@@ -11,6 +11,7 @@ import numpy
 import torch
 
 from ipuflow.config import ConfigurationError, Registrable
+from ipuflow.config import validators
 from ipuflow.data.collate import Collator, pack_fields
 
 logger = logging.getLogger(__name__)
@@ -21,8 +22,8 @@ Batch = Dict[str, torch.Tensor]
 class DataLoader(Registrable):
     """Yields combined batches (``batch_size × batch_size_factor`` rows) for a step executor.
 
-    The config states the micro-batch (`batch_size`); the trainer sets the executor's factor with
-    `set_batch_size_factor` before asking for `len()` (host calls per epoch) or iterating.
+    The config states the micro-batch (`batch_size`); `executor.prepare(loader)` sets the executor's
+    factor (`set_batch_size_factor`) before anyone asks for `len()` (host calls per epoch) or iterates.
     """
 
     default_implementation: ClassVar[Optional[str]] = "fixed_shape"
@@ -74,8 +75,9 @@ class DataLoader(Registrable):
 def _require_instances(instances: Any) -> None:
     if not isinstance(instances, Sequence) or len(instances) == 0:
         raise ConfigurationError(
-            f"data_loader.instances: expected a non-empty sequence of indexed instances, found "
-            f"{type(instances).__name__} of length {len(instances) if hasattr(instances, '__len__') else '?'}."
+            f"expected a non-empty sequence of indexed instances, found "
+            f"{type(instances).__name__} of length {len(instances) if hasattr(instances, '__len__') else '?'}.",
+            key="instances",
         )
 
 
@@ -121,21 +123,18 @@ class FixedShapeDataLoader(DataLoader):
         num_workers: int = 0,
         seed: int = 0,
     ) -> None:
-        _require_int("batch_size", batch_size, minimum=1)
-        _require_int("num_workers", num_workers, minimum=0)
-        _require_int("seed", seed, minimum=0)
-        if max_length is not None:
-            _require_int("max_length", max_length, minimum=1)
+        validators.positive_int("batch_size", batch_size)
+        validators.non_negative_int("num_workers", num_workers)
+        validators.non_negative_int("seed", seed)
+        validators.positive_int("max_length", max_length, optional=True)
         if length_buckets is not None:
             if max_length is not None:
                 raise ConfigurationError(
-                    "data_loader.length_buckets: give either max_length or length_buckets, not both "
-                    f"(found max_length={max_length}, length_buckets={length_buckets})."
+                    "give either max_length or length_buckets, not both "
+                    f"(found max_length={max_length}, length_buckets={length_buckets}).",
+                    key="length_buckets",
                 )
-            if not isinstance(length_buckets, (list, tuple)) or not length_buckets:
-                raise ConfigurationError(f"data_loader.length_buckets: expected a non-empty list of ints >= 1, found {length_buckets!r}.")
-            for bucket in length_buckets:
-                _require_int("length_buckets", bucket, minimum=1)
+            validators.positive_ints("length_buckets", length_buckets)
         _require_instances(instances)
         self.batch_size = batch_size
         self.shuffle = shuffle
@@ -265,7 +264,3 @@ class FixedShapeDataLoader(DataLoader):
         """Restore what `state_dict` returned."""
         self._epoch = int(state.get("epoch", 0))
 
-
-def _require_int(key: str, value: Any, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ConfigurationError(f"data_loader.{key}: expected an int >= {minimum}, found {value!r}.")

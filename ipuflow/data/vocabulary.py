@@ -56,14 +56,13 @@ class Vocabulary(Registrable):
         self._oov_token = oov_token
         self._token_to_index: Dict[str, Dict[str, int]] = {}
         self._index_to_token: Dict[str, List[str]] = {}
-        pretrained = {namespace: read_pretrained_tokens(path, f"vocabulary.pretrained_files.{namespace}")
+        pretrained = {namespace: read_pretrained_tokens(path, f"pretrained_files.{namespace}")
                       for namespace, path in (pretrained_files or {}).items()}
         tokens_to_add = {namespace: list(tokens) for namespace, tokens in (tokens_to_add or {}).items()}
         for namespace, minimum in (min_pretrained_embeddings or {}).items():
             if namespace not in pretrained:
-                raise ConfigurationError(
-                    f"vocabulary.min_pretrained_embeddings.{namespace}: no pretrained_files entry for {namespace!r}."
-                )
+                raise ConfigurationError(f"no pretrained_files entry for {namespace!r}.",
+                                         key=f"min_pretrained_embeddings.{namespace}")
             if minimum == -1 or minimum > 0:
                 # As AllenNLP: the first `minimum` pretrained tokens (all with -1) are added whatever the data holds.
                 chosen = pretrained[namespace] if minimum == -1 else pretrained[namespace][:minimum]
@@ -137,8 +136,9 @@ class Vocabulary(Registrable):
         patterns_file = directory / NON_PADDED_NAMESPACES_FILE
         if not patterns_file.is_file():
             raise ConfigurationError(
-                f"vocabulary.directory: {str(directory)!r} is not a saved vocabulary (expected the file "
-                f"{NON_PADDED_NAMESPACES_FILE} in it, as save_to_files writes)."
+                f"{str(directory)!r} is not a saved vocabulary (expected the file {NON_PADDED_NAMESPACES_FILE} in "
+                "it, as save_to_files writes).",
+                key="directory",
             )
         vocab = cls(non_padded_namespaces=_read_lines(patterns_file), padding_token=padding_token, oov_token=oov_token)
         for path in sorted(directory.glob("*.txt")):
@@ -199,8 +199,9 @@ class Vocabulary(Registrable):
                 for namespace in value:
                     if namespace not in counter:
                         raise ConfigurationError(
-                            f"vocabulary.{key}.{namespace}: no instance has items in namespace {namespace!r} "
-                            f"(namespaces counted: {sorted(counter) or 'none'})."
+                            f"no instance has items in namespace {namespace!r} (namespaces counted: "
+                            f"{sorted(counter) or 'none'}).",
+                            key=f"{key}.{namespace}",
                         )
         for namespace, counts in counter.items():
             # Most frequent first; ties alphabetically, so ids do not depend on the data's order.
@@ -342,10 +343,11 @@ class Vocabulary(Registrable):
 
 def read_pretrained_tokens(path: Union[str, Path], key: str) -> List[str]:
     """The tokens of an embedding text file (GloVe or word2vec text format, optionally gzipped): the
-    first space-separated item of each line, in file order."""
+    first space-separated item of each line, in file order. `key` is the config key (in the vocabulary's
+    section) that names the file."""
     file_path = Path(path).expanduser()
     if not file_path.is_file():
-        raise ConfigurationError(f"{key}: {str(path)!r} is not a file (resolved to {file_path.resolve()}).")
+        raise ConfigurationError(f"{str(path)!r} is not a file (resolved to {file_path.resolve()}).", key=key)
     opener = gzip.open if file_path.suffix == ".gz" else open
     tokens = []
     with opener(file_path, "rt", encoding="utf-8") as file:  # type: ignore[operator]

@@ -6,7 +6,7 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional
 
 import torch
 
-from ipuflow.models.model import IGNORE_LABEL
+from ipuflow.data.collate import IGNORE_LABEL
 
 
 def real_rows(batch: Mapping[str, Any]) -> torch.Tensor:

@@ -36,8 +36,8 @@ class GroupedVote(Postprocessor):
         for output, instance in zip(outputs, instances):
             if self.group_field not in instance:
                 raise ConfigurationError(
-                    f"postprocessor.group_field: instances have no {self.group_field!r} field "
-                    f"(they have {', '.join(instance)})."
+                    f"instances have no {self.group_field!r} field (they have {', '.join(instance)}).",
+                    path="postprocessor.group_field",  # checked while evaluating, outside the resolver
                 )
             key = instance[self.group_field].value
             group = groups.setdefault(key, {"probs": [], "gold": None})

@@ -6,9 +6,12 @@ precision, device iterations), so an IPU-trained model is scored on IPUs; flags 
 
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Sequence
 
 from ipuflow.config import Params
+
+if TYPE_CHECKING:
+    from ipuflow.data.loader import DataLoader
 
 
 def inference_executor_from_config(config: Params, model: Any, device: Optional[str] = None,
@@ -61,25 +64,31 @@ def onnxruntime_executor(model: Any, onnx_model: Optional[str], device: Optional
     return StepExecutor.from_params(Params(block, history="executor."), model=model, training=False)
 
 
-def _loader_config(config: Params) -> Dict[str, Any]:
-    block = config.get("validation_data_loader") or config.get("data_loader") or Params({})
-    return block.as_dict() if isinstance(block, Params) else {}
+def _loader_block(config: Params) -> Params:
+    """The loader block that evaluation follows, `validation_data_loader` else `data_loader`, keeping
+    its key path so that errors name the block they are about."""
+    for key in ("validation_data_loader", "data_loader"):
+        block = config.get(key)
+        if isinstance(block, Params) and len(block):
+            return block.duplicate()
+    return Params({}, history="data_loader.")
 
 
 def micro_batch_size_from_config(config: Params, batch_size: Optional[int] = None) -> int:
     """The micro-batch size evaluation and prediction use: `batch_size`, else the loader config's."""
     if batch_size is not None:
         return batch_size
-    configured = _loader_config(config).get("batch_size")
+    block = _loader_block(config)
+    configured = block.get("batch_size")
     if not isinstance(configured, int):
         from ipuflow.config import ConfigurationError
 
-        raise ConfigurationError("The archived config's data_loader has no batch_size; pass --batch-size.")
+        raise ConfigurationError(f"The archived config's {block.history.rstrip('.')} has no batch_size; pass --batch-size.")
     return configured
 
 
 def evaluation_loader(loader_params: Params, instances: Sequence[Mapping[str, Any]],
-                      batch_size: Optional[int] = None) -> Any:
+                      batch_size: Optional[int] = None) -> "DataLoader":
     """A loader for scoring or predicting `instances` from a loader config: in order, and padding the
     last combined batch instead of dropping it, so that every instance gets an output.
     `batch_size` replaces the micro-batch size."""
@@ -93,7 +102,8 @@ def evaluation_loader(loader_params: Params, instances: Sequence[Mapping[str, An
     return DataLoader.from_params(params, instances=list(instances))
 
 
-def loader_from_config(config: Params, instances: Sequence[Mapping[str, Any]], batch_size: Optional[int] = None) -> Any:
+def loader_from_config(config: Params, instances: Sequence[Mapping[str, Any]],
+                       batch_size: Optional[int] = None) -> "DataLoader":
     """An evaluation loader over `instances` from the config's `validation_data_loader` (or
     `data_loader`) block."""
-    return evaluation_loader(Params(_loader_config(config), history="data_loader."), instances, batch_size)
+    return evaluation_loader(_loader_block(config), instances, batch_size)

@@ -20,7 +20,11 @@ import torch
 from ipuflow.config import Registrable
 
 if TYPE_CHECKING:
+    from ipuflow.data.loader import DataLoader
     from ipuflow.execution.options import ExecutionOptions
+
+COMPILE_IGNORED_WARNING = "Call to compile() ignored: the executable is already compiled"
+"""What every backend warns when `compile` is called again with the signature it already has (poptorch's words)."""
 
 Batch = Mapping[str, Any]
 """A combined batch: tensor values with dim 0 = the combined batch size, passed as model(**batch)."""
@@ -176,7 +180,15 @@ class StepExecutor(Registrable):
         """Whether `batch` has a compiled signature (a call would run without compiling)."""
         raise NotImplementedError
 
-    def compile_for(self, loader: Any) -> None:
+    def prepare(self, loader: "DataLoader", compile: bool = True) -> None:
+        """Fit `loader` to this executor: its combined batches take this executor's batch-size factor
+        (so `len(loader)` counts host calls), and, unless `compile` is false, every batch shape it can
+        yield is compiled now (`compile_for`)."""
+        loader.set_batch_size_factor(self.batch_size_factor)
+        if compile:
+            self.compile_for(loader)
+
+    def compile_for(self, loader: "DataLoader") -> None:
         """Compile for every batch shape `loader` can yield (one per length bucket) before the first
         call, so that a later bucket is not mistaken for a wrong input. A backend that holds one
         executable raises here, at the start, when the loader has several shapes."""
@@ -184,7 +196,7 @@ class StepExecutor(Registrable):
             if not self.accepts(sample):
                 self.compile(sample)
 
-    def compile_ahead(self, loader: Any) -> str:
+    def compile_ahead(self, loader: "DataLoader") -> str:
         """Compile now, without running a step, everything this backend compiles for the batch
         shapes `loader` yields (``ipuflow train --compile-only``); returns what was compiled, in words.
         Weights, optimizer state and random-number states are left as they were."""

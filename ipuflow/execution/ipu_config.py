@@ -10,13 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import List, Optional, Union
 
-from ipuflow.config import ConfigurationError
+from ipuflow.config import ConfigurationError, validators
 
 MatmulProportion = Union[float, List[float]]
 
 
 def _error(key: str, message: str) -> ConfigurationError:
-    return ConfigurationError(f"executor.{key}: {message}")
+    return ConfigurationError(message, key=key)
 
 
 @dataclass(frozen=True)
@@ -62,12 +62,6 @@ def _check_layers(key: str, value: List[int]) -> List[int]:
     return value
 
 
-def _check_positive(key: str, value: Optional[int]) -> Optional[int]:
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-        raise _error(key, f"expected an int >= 1, found {value!r}.")
-    return value
-
-
 def _check_proportion(key: str, value: MatmulProportion, ipus: int) -> List[float]:
     values = value if isinstance(value, list) else [value] * ipus
     for proportion in values:
@@ -90,10 +84,10 @@ def resolve_placements(
 ) -> "tuple[IpuPlacement, IpuPlacement]":
     """The training and inference placements, with IPUConfig's defaults and checks."""
     layers = _check_layers("layers_per_ipu", layers_per_ipu if layers_per_ipu is not None else [-1])
-    _check_positive("ipus_per_replica", ipus_per_replica)
-    _check_positive("inference_ipus_per_replica", inference_ipus_per_replica)
-    _check_positive("embedding_serialization_factor", embedding_serialization_factor)
-    _check_positive("inference_embedding_serialization_factor", inference_embedding_serialization_factor)
+    for key, value in (("ipus_per_replica", ipus_per_replica), ("inference_ipus_per_replica", inference_ipus_per_replica),
+                       ("embedding_serialization_factor", embedding_serialization_factor),
+                       ("inference_embedding_serialization_factor", inference_embedding_serialization_factor)):
+        validators.positive_int(key, value, optional=True)
     ipus = ipus_per_replica if ipus_per_replica is not None else len(layers)
     inference_layers = _check_layers("inference_layers_per_ipu", inference_layers_per_ipu if inference_layers_per_ipu is not None else layers)
     if inference_ipus_per_replica is not None:

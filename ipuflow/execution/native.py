@@ -6,21 +6,23 @@ import copy
 import dataclasses
 import inspect
 import warnings
-from typing import Any, Dict, FrozenSet, Iterator, List, Mapping, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, FrozenSet, Iterator, List, Mapping, Optional, Tuple, Union
 
 import torch
 
 from ipuflow.config import ConfigurationError
-from ipuflow.execution.executor import Batch, StepExecutor, StepResult, require_optimizer_for
+from ipuflow.execution.executor import COMPILE_IGNORED_WARNING, Batch, StepExecutor, StepResult, require_optimizer_for
 from ipuflow.execution.input_spec import InputSpec
 from ipuflow.execution.precision import LossScaler, autocast_factory
 from ipuflow.execution.rng import get_rng_states, set_rng_states
 from ipuflow.execution.step_outputs import OutputCollector, find_loss
 
+if TYPE_CHECKING:
+    from ipuflow.data.loader import DataLoader
+
 NO_EXECUTABLE_ERROR = "Model has not been compiled or has been destroyed."
 """poptorch's text for attach/detach on an executor without a compiled program."""
 
-COMPILE_IGNORED_WARNING = "Call to compile() ignored: the executable is already compiled"
 
 
 def resolve_device(device: str) -> torch.device:
@@ -32,16 +34,16 @@ def resolve_device(device: str) -> torch.device:
     if isinstance(device, str) and (device == "cuda" or device.startswith("cuda:")):
         index_text = device[5:]
         if index_text and not index_text.isdigit():
-            raise ConfigurationError(f"executor.device: expected 'auto', 'cpu', 'cuda' or 'cuda:N', found {device!r}.")
+            raise ConfigurationError(key="device", expected="'auto', 'cpu', 'cuda' or 'cuda:N'", found=device)
         if not torch.cuda.is_available():
-            raise ConfigurationError(f"executor.device: {device!r} was asked for, but torch sees no CUDA device.")
+            raise ConfigurationError(f"{device!r} was asked for, but torch sees no CUDA device.", key="device")
         index = int(index_text) if index_text else torch.cuda.current_device()
         if index >= torch.cuda.device_count():
             raise ConfigurationError(
-                f"executor.device: {device!r} was asked for, but there are {torch.cuda.device_count()} CUDA devices."
+                f"{device!r} was asked for, but there are {torch.cuda.device_count()} CUDA devices.", key="device"
             )
         return torch.device("cuda", index)
-    raise ConfigurationError(f"executor.device: expected 'auto', 'cpu', 'cuda' or 'cuda:N', found {device!r}.")
+    raise ConfigurationError(key="device", expected="'auto', 'cpu', 'cuda' or 'cuda:N'", found=device)
 
 
 def hyperparameter_names(optimizer: torch.optim.Optimizer) -> FrozenSet[str]:
@@ -97,7 +99,7 @@ class NativeExecutor(StepExecutor):
     ) -> None:
         super().__init__(model, optimizer, **options)
         if not isinstance(compile, (bool, dict)):
-            raise ConfigurationError(f"executor.compile: expected true, false or a dict of torch.compile options, found {compile!r}.")
+            raise ConfigurationError(key="compile", expected="true, false or a dict of torch.compile options", found=compile)
         self._device_option = device
         self._compile_option = compile
         self._device = resolve_device(device)
@@ -177,7 +179,7 @@ class NativeExecutor(StepExecutor):
         """Whether `batch` has a compiled signature (a call would run without compiling)."""
         return self._spec is not None and self._spec.matches(batch)
 
-    def compile_ahead(self, loader: Any) -> str:
+    def compile_ahead(self, loader: "DataLoader") -> str:
         """Fix the input spec for every shape of `loader` and, with `compile`, have `torch.compile`
         build its graphs now: one forward (and, in training, backward) per shape, on the first
         micro-batch, with no optimizer step; weights, buffers, gradients and RNG states are restored."""

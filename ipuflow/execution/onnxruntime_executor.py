@@ -42,7 +42,7 @@ class OnnxSession:
         wanted = providers or ["CPUExecutionProvider"]
         missing = [name for name in wanted if name not in available]
         if missing:
-            raise ConfigurationError(f"executor.providers: ONNX Runtime here has no {missing}; available: {available}.")
+            raise ConfigurationError(f"ONNX Runtime here has no {missing}; available: {available}.", key="providers")
         self.session = onnxruntime.InferenceSession(model_file, sess_options=options, providers=wanted)
         self.record = record
         self.model_file = model_file
@@ -122,14 +122,14 @@ class OnnxRuntimeExecutor(StepExecutor):
         """
         if options.get("training", True):
             raise ConfigurationError(
-                "executor: the onnxruntime executor runs inference only (evaluate, predict); train with native or poptorch."
+                "the onnxruntime executor runs inference only (evaluate, predict); train with native or poptorch.", key=""
             )
         super().__init__(model, optimizer, **options)
-        from ipuflow.exporting.onnx_metadata import read_record, weights_digest
+        from ipuflow.execution.onnx_metadata import read_record, weights_digest
 
         if not os.path.isfile(model_file):
             raise ConfigurationError(
-                f"executor.model_file: {model_file} does not exist; write it with `ipuflow export ARCHIVE -o {model_file}`."
+                f"{model_file} does not exist; write it with `ipuflow export ARCHIVE -o {model_file}`.", key="model_file"
             )
         record = read_record(model_file)
         if check_weights and record.weights_sha256 != weights_digest(model):

@@ -187,7 +187,7 @@ def ipu_config_applied(params: Any, extras: Mapping[str, Any]) -> Iterator[Any]:
     location = merged.path_of("ipu_config")
     name = merged.pop("ipu_config")
     if not isinstance(name, str):
-        raise ConfigurationError(f"{location}: expected the path of an ipu_config.json file, found {name!r}.")
+        raise ConfigurationError(path=location, expected="the path of an ipu_config.json file", found=name)
     source = f"{location} ({name})"
     from_file: List[Tuple[str, str]] = []
     optimum_names = {rule.executor_key: key for key, rule in IPU_CONFIG_KEYS.items() if rule.mapped}
@@ -201,8 +201,9 @@ def ipu_config_applied(params: Any, extras: Mapping[str, Any]) -> Iterator[Any]:
     try:
         yield merged
     except ConfigurationError as error:
-        message = str(error)
-        culprits = [f"'{optimum}'" for path, optimum in from_file if path in message or f"executor.{path.rpartition('.')[2]}" in message]
+        culprits = [f"'{optimum}'" for path, optimum in from_file if error.location == path or path in error.reason]
         if not culprits:
             raise
-        raise ConfigurationError(f"{message} (The value comes from {', '.join(culprits)} in {source}.)") from error
+        error.reason = f"{error.reason} (The value comes from {', '.join(culprits)} in {source}.)".lstrip()
+        error.args = (error.message,)
+        raise

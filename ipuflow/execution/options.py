@@ -9,38 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, List, Optional
+from typing import List, Optional
 
-from ipuflow.config import ConfigurationError
+from ipuflow.config import ConfigurationError, validators
 
 OUTPUT_MODES = ("final", "all", "sum", "every_n")
 PRECISIONS = ("fp32", "bf16", "fp16")
-
-
-def _is_int(value: Any) -> bool:
-    # bool is an int subclass; `true` for a count is a config mistake, not 1.
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def require_positive_int(key: str, value: Any) -> int:
-    """`value` if it is an int >= 1, else a ConfigurationError naming `key`."""
-    if not _is_int(value) or value < 1:
-        raise ConfigurationError(f"executor.{key}: expected an int >= 1, found {value!r}.")
-    return value
-
-
-def require_choice(key: str, value: Any, choices: tuple) -> str:
-    """`value` if it is one of `choices`, else a ConfigurationError naming `key`."""
-    if value not in choices:
-        raise ConfigurationError(f"executor.{key}: expected one of {', '.join(map(repr, choices))}, found {value!r}.")
-    return value
-
-
-def require_positive_number(key: str, value: Any) -> float:
-    """`value` as a float if it is a finite number > 0, else a ConfigurationError naming `key`."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or value == float("inf"):
-        raise ConfigurationError(f"executor.{key}: expected a finite number > 0, found {value!r}.")
-    return float(value)
 
 
 @dataclass(frozen=True)
@@ -96,7 +70,7 @@ class BatchingPlan:
                 f"multiple of device_iterations ({self.device_iterations}) × replication_factor "
                 f"({self.replication_factor}) × gradient_accumulation ({self.gradient_accumulation}) = "
                 f"{factor}, because one host call runs that many micro-batches. Set the loader's "
-                f"batch size factor with loader.set_batch_size_factor(executor.batch_size_factor)."
+                f"batch size factor with executor.prepare(loader)."
             )
         return size // factor
 
@@ -122,32 +96,24 @@ class ExecutionOptions:
     inference_output_mode: Optional[str] = None
 
     def __post_init__(self) -> None:
-        require_positive_int("device_iterations", self.device_iterations)
-        require_positive_int("gradient_accumulation", self.gradient_accumulation)
-        require_positive_int("replication_factor", self.replication_factor)
-        require_positive_int("output_period", self.output_period)
+        for key in ("device_iterations", "gradient_accumulation", "replication_factor", "output_period"):
+            validators.positive_int(key, getattr(self, key))
         for key in ("inference_device_iterations", "inference_replication_factor"):
-            if getattr(self, key) is not None:
-                require_positive_int(key, getattr(self, key))
+            validators.positive_int(key, getattr(self, key), optional=True)
         for key in ("output_mode", "inference_output_mode"):
-            if getattr(self, key) is not None:
-                require_choice(key, getattr(self, key), OUTPUT_MODES)
-        require_choice("precision", self.precision, PRECISIONS)
-        if self.loss_scaling is not None:
-            require_positive_number("loss_scaling", self.loss_scaling)
-        if not isinstance(self.auto_loss_scaling, bool):
-            raise ConfigurationError(f"executor.auto_loss_scaling: expected true or false, found {self.auto_loss_scaling!r}.")
+            validators.choice(key, getattr(self, key), OUTPUT_MODES, optional=True)
+        validators.choice("precision", self.precision, PRECISIONS)
+        validators.positive_number("loss_scaling", self.loss_scaling, optional=True)
+        validators.boolean("auto_loss_scaling", self.auto_loss_scaling)
         for key in ("max_grad_norm", "max_grad_value"):
-            if getattr(self, key) is not None:
-                require_positive_number(key, getattr(self, key))
-        if self.seed is not None and not _is_int(self.seed):
-            raise ConfigurationError(f"executor.seed: expected an int or null, found {self.seed!r}.")
+            validators.positive_number(key, getattr(self, key), optional=True)
+        validators.optional_int("seed", self.seed)
         plan = self.plan
         if plan.output_mode == "every_n" and plan.steps_per_replica % plan.output_period != 0:
-            key = "output_period"
             raise ConfigurationError(
-                f"executor.{key}: output mode 'every_n' needs device_iterations × gradient_accumulation "
-                f"({plan.steps_per_replica}) to be a multiple of output_period, found {plan.output_period}."
+                f"output mode 'every_n' needs device_iterations × gradient_accumulation "
+                f"({plan.steps_per_replica}) to be a multiple of output_period, found {plan.output_period}.",
+                key="output_period",
             )
 
     @property

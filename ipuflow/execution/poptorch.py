@@ -14,27 +14,32 @@ import dataclasses
 import importlib
 import warnings
 from types import ModuleType
-from typing import Any, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 import torch
 
 from ipuflow.config import ConfigurationError
-from ipuflow.execution.executor import Batch, StepExecutor, StepResult, require_optimizer_for
+from ipuflow.execution.executor import COMPILE_IGNORED_WARNING, Batch, StepExecutor, StepResult, require_optimizer_for
 from ipuflow.execution.input_spec import InputSpec
 from ipuflow.execution.ipu_config import IpuPlacement, MatmulProportion, resolve_placements
-from ipuflow.execution.native import COMPILE_IGNORED_WARNING
 from ipuflow.execution.optimum_ipu_config import ipu_config_applied
 from ipuflow.execution.rng import get_rng_states, set_rng_states
 from ipuflow.execution.step_outputs import find_loss
 
-def poptorch_twin(optimizer_class: type) -> Optional[str]:
-    """The name of the `poptorch.optim` twin of a torch SGD/Adam/AdamW/RMSprop or ipuflow Lamb class
-    (or a subclass: ipuflow's registered optimizers subclass these only to take config arguments,
-    their step is the base class's), or None."""
-    from ipuflow.training.lamb import Lamb  # here: ipuflow.training imports the execution package
+if TYPE_CHECKING:
+    from ipuflow.data.loader import DataLoader
 
+def poptorch_twin(optimizer_class: type) -> Optional[str]:
+    """The name of the `poptorch.optim` twin of a torch SGD/Adam/AdamW/RMSprop class (or a subclass:
+    ipuflow's registered optimizers subclass these only to take config arguments, their step is the
+    base class's), or the twin that a class torch lacks names in its `poptorch_twin` attribute, or None.
+
+    The attribute is how ipuflow's Lamb (in the training package, above this one) says it is LAMB."""
+    declared = getattr(optimizer_class, "poptorch_twin", None)
+    if isinstance(declared, str):
+        return declared
     for base, name in ((torch.optim.AdamW, "AdamW"), (torch.optim.Adam, "Adam"), (torch.optim.SGD, "SGD"),
-                       (torch.optim.RMSprop, "RMSprop"), (Lamb, "LAMB")):
+                       (torch.optim.RMSprop, "RMSprop")):
         # AdamW first: newer torch makes AdamW an Adam subclass.
         if issubclass(optimizer_class, base):
             return name
@@ -56,9 +61,10 @@ def import_poptorch() -> ModuleType:
         return importlib.import_module("poptorch")
     except Exception as error:  # poptorch raises ImportError without an SDK, AssertionError on a torch mismatch
         raise PoptorchUnavailable(
-            "executor.type: 'poptorch' needs the poptorch package, which comes with Graphcore's Poplar SDK "
-            f"(it is not on PyPI); importing it failed: {type(error).__name__}: {error}. Activate the SDK "
-            "and install its poptorch wheel, or use the 'native' executor."
+            "'poptorch' needs the poptorch package, which comes with Graphcore's Poplar SDK (it is not on PyPI); "
+            f"importing it failed: {type(error).__name__}: {error}. Activate the SDK and install its poptorch "
+            "wheel, or use the 'native' executor.",
+            key="type",
         ) from error
 
 
@@ -66,10 +72,11 @@ def _resolve_module(model: torch.nn.Module, path: str) -> Any:
     target: Any = model
     for part in path.split("."):
         if not hasattr(target, part):
-            raise ConfigurationError(f"executor.pipeline_layers: the model has no {path!r} (no attribute {part!r}).")
+            raise ConfigurationError(f"the model has no {path!r} (no attribute {part!r}).", key="pipeline_layers")
         target = getattr(target, part)
     if not isinstance(target, (torch.nn.ModuleList, torch.nn.Sequential)):
-        raise ConfigurationError(f"executor.pipeline_layers: {path!r} is a {type(target).__name__}, expected a ModuleList or Sequential.")
+        raise ConfigurationError(f"{path!r} is a {type(target).__name__}, expected a ModuleList or Sequential.",
+                                 key="pipeline_layers")
     return target
 
 
@@ -129,8 +136,9 @@ class PoptorchExecutor(StepExecutor):
         """
         if ipu_config is not None:
             raise ConfigurationError(
-                "executor.ipu_config: the file is read when the executor is built from a config "
-                "(PoptorchExecutor.from_params); in Python, pass read_ipu_config(path) as keyword arguments."
+                "the file is read when the executor is built from a config (PoptorchExecutor.from_params); in "
+                "Python, pass read_ipu_config(path) as keyword arguments.",
+                key="ipu_config",
             )
         # The IPU options, kept to build poptorch.Options and the inference twin.
         self._arguments = {key: value for key, value in locals().items()
@@ -138,13 +146,14 @@ class PoptorchExecutor(StepExecutor):
         super().__init__(model, optimizer, **options)
         precision, training = self._options.precision, self._options.training
         if precision == "bf16":
-            raise ConfigurationError("executor.precision: IPUs have no bf16; use 'fp16' or 'fp32' with the poptorch executor.")
+            raise ConfigurationError("IPUs have no bf16; use 'fp16' or 'fp32' with the poptorch executor.", key="precision")
         if self._options.max_grad_value is not None:
             # poptorch.optim clips only by global norm (max_grad_norm); it has no value clipping.
             raise ConfigurationError(
-                f"executor.max_grad_value (also set by trainer.grad_clipping): poptorch's optimizers have no gradient "
-                f"value clipping, found {self._options.max_grad_value}; clip the global norm with "
-                "executor.max_grad_norm (trainer.grad_norm) instead, or use the 'native' executor."
+                f"poptorch's optimizers have no gradient value clipping (this key, also set by trainer.grad_clipping), "
+                f"found {self._options.max_grad_value}; clip the global norm with max_grad_norm (trainer.grad_norm) "
+                "instead, or use the 'native' executor.",
+                key="max_grad_value",
             )
         training_placement, inference_placement = resolve_placements(
             layers_per_ipu, inference_layers_per_ipu, ipus_per_replica, inference_ipus_per_replica,
@@ -157,8 +166,9 @@ class PoptorchExecutor(StepExecutor):
         self._layers = _resolve_module(model, pipeline_layers) if pipeline_layers else None
         if self._layers is None and (self._placement.ipus_per_replica > 1 or recompute_checkpoint_every_layer):
             raise ConfigurationError(
-                "executor.pipeline_layers: placing layers on several IPUs (ipus_per_replica > 1) or checkpointing "
-                "every layer needs the dotted path of the model's layer list, e.g. \"encoder.layers\"."
+                "placing layers on several IPUs (ipus_per_replica > 1) or checkpointing every layer needs the "
+                "dotted path of the model's layer list, e.g. \"encoder.layers\".",
+                key="pipeline_layers",
             )
         if self._layers is not None:
             self._placement.layer_ipus(len(self._layers), "inference_layers_per_ipu" if not training else "layers_per_ipu")
@@ -232,7 +242,8 @@ class PoptorchExecutor(StepExecutor):
         name = check_poptorch_optimizer(type(optimizer), self._options.max_grad_norm)
         keys = _GROUP_KEYS[name]
         if any(group.get("amsgrad") for group in optimizer.param_groups):
-            raise ConfigurationError("trainer.optimizer.amsgrad: poptorch's Adam and AdamW do not support amsgrad; set it to false.")
+            raise ConfigurationError("poptorch's Adam and AdamW do not support amsgrad; set it to false.",
+                                     path="trainer.optimizer.amsgrad")
         # None (LAMB's max_weight_norm: no clipping) is left to poptorch's default (65500, fp16's max).
         defaults = {key: value for key, value in optimizer.defaults.items() if key in keys and value is not None}
         groups = [{**{key: value for key, value in group.items() if key in keys and value is not None}, "params": group["params"]}
@@ -243,7 +254,8 @@ class PoptorchExecutor(StepExecutor):
         if name == "LAMB":
             corrections = {bool(group["bias_correction"]) for group in optimizer.param_groups}
             if len(corrections) > 1:
-                raise ConfigurationError("trainer.optimizer.parameter_groups: poptorch's LAMB takes one bias_correction for every group.")
+                raise ConfigurationError("poptorch's LAMB takes one bias_correction for every group.",
+                                         path="trainer.optimizer.parameter_groups")
             extras["bias_correction"] = corrections.pop()
         extras.update(_accumulation_types(name, self._options.precision == "fp16"))
         return getattr(self._poptorch.optim, name)(groups, **defaults, **extras)
@@ -331,7 +343,7 @@ class PoptorchExecutor(StepExecutor):
         """Whether `batch` has the compiled signature (a call would run without compiling)."""
         return self._spec is not None and self._poplar.isCompiled() and self._spec.matches(self._device_inputs(batch))
 
-    def compile_ahead(self, loader: Any) -> str:
+    def compile_ahead(self, loader: "DataLoader") -> str:
         """Compile the poptorch executable for `loader`'s batch shape (PoplarExecutor.compile builds it
         without running a step); with `executable_cache_dir` set, poptorch saves it there."""
         self.compile_for(loader)
@@ -462,13 +474,15 @@ def check_poptorch_optimizer(optimizer_class: type, max_grad_norm: Optional[floa
     name = poptorch_twin(optimizer_class)
     if name is None:
         raise ConfigurationError(
-            f"trainer.optimizer: the poptorch executor converts the optimizer to its poptorch.optim twin, and "
-            f"{optimizer_class.__name__} has none; use one of {', '.join(map(repr, SUPPORTED_OPTIMIZERS))}."
+            f"the poptorch executor converts the optimizer to its poptorch.optim twin, and "
+            f"{optimizer_class.__name__} has none; use one of {', '.join(map(repr, SUPPORTED_OPTIMIZERS))}.",
+            path="trainer.optimizer",
         )
     if max_grad_norm is not None and name in ("RMSprop", "LAMB"):
         raise ConfigurationError(
-            f"trainer.executor.max_grad_norm: poptorch's {name} has no gradient clipping (only SGD, Adam and AdamW "
-            "take max_grad_norm); remove it or use sgd, adam or adamw."
+            f"poptorch's {name} has no gradient clipping (only SGD, Adam and AdamW take max_grad_norm); remove it "
+            "or use sgd, adam or adamw.",
+            path="trainer.executor.max_grad_norm",
         )
     return name
 

@@ -12,10 +12,11 @@ from __future__ import annotations
 import time
 from typing import Any, Dict, List, Tuple
 
+from ipuflow.data.loader import DataLoader
 from ipuflow.execution.executor import StepExecutor
 
 
-def _shapes(loader: Any) -> List[Dict[str, List[int]]]:
+def _shapes(loader: DataLoader) -> List[Dict[str, List[int]]]:
     """The input shapes of each batch shape `loader` yields, e.g. ``[{"tokens": [8, 16]}]``."""
     return [{key: list(value.shape) for key, value in sample.items()} for sample in loader.shape_samples()]
 
@@ -28,12 +29,12 @@ def compile_experiment(experiment: Any) -> Dict[str, Any]:
     """
     trainer = experiment.trainer
     executor: StepExecutor = trainer.executor
-    targets: List[Tuple[str, StepExecutor, Any]] = [("training", executor, trainer.data_loader)]
+    targets: List[Tuple[str, StepExecutor, DataLoader]] = [("training", executor, trainer.data_loader)]
     inference = executor.inference_executor()
     if trainer.validation_data_loader is not None:
         targets.append(("validation", inference, trainer.validation_data_loader))
     if experiment.evaluate_on_test and experiment.test_data_loader is not None:
-        experiment.test_data_loader.set_batch_size_factor(inference.batch_size_factor)
+        inference.prepare(experiment.test_data_loader, compile=False)  # compile_ahead below compiles
         targets.append(("test", inference, experiment.test_data_loader))
     compiled = []
     for name, target, loader in targets:

@@ -21,6 +21,7 @@ import torch
 from ipuflow.config import ConfigurationError, Params
 from ipuflow.config.component_names import registered_name_of
 from ipuflow.config.errors import did_you_mean
+from ipuflow.data.loader import DataLoader
 
 logger = logging.getLogger(__name__)
 
@@ -78,10 +79,11 @@ def training_plan(trainer: Any, datasets: Mapping[str, List[Any]]) -> Dict[str, 
     calls = len(loader)
     if calls == 0:
         raise ConfigurationError(
-            f"data_loader: the {len(datasets['train'])} training instances fill no combined batch of "
+            f"the {len(datasets['train'])} training instances fill no combined batch of "
             f"{loader.combined_batch_size} rows, so an epoch would train nothing. Lower data_loader.batch_size or "
             "the executor's device_iterations/gradient_accumulation/replication_factor, or set "
-            "data_loader.pad_on_batch_axis: true."
+            "data_loader.pad_on_batch_axis: true.",
+            path="data_loader",
         )
     updates_per_epoch = calls * trainer.executor.updates_per_call
     total = updates_per_epoch * trainer._num_epochs
@@ -175,16 +177,18 @@ def trial_step(trainer: Any) -> Dict[str, Any]:
         if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
             found = sorted(outputs) if isinstance(outputs, Mapping) else type(outputs).__name__
             raise ConfigurationError(
-                f"model: in training, forward must return a dict with a scalar 'loss' (the executor backpropagates "
-                f"it), but it returned {found} for a batch with fields {sorted(training_batch)}."
+                f"in training, forward must return a dict with a scalar 'loss' (the executor backpropagates "
+                f"it), but it returned {found} for a batch with fields {sorted(training_batch)}.",
+                path="model",
             )
         if not loss.requires_grad:
             raise ConfigurationError(
-                "model: the training loss does not depend on any trainable parameter, so no update could change "
-                "the model (is every parameter frozen, or is the loss computed under no_grad?)."
+                "the training loss does not depend on any trainable parameter, so no update could change "
+                "the model (is every parameter frozen, or is the loss computed under no_grad?).",
+                path="model",
             )
         if not math.isfinite(float(loss.detach())):
-            raise ConfigurationError(f"model: the loss of the first training batch is {float(loss.detach())}.")
+            raise ConfigurationError(f"the loss of the first training batch is {float(loss.detach())}.", path="model")
         loss.backward()
         report: Dict[str, Any] = {"training_loss": round(float(loss.detach()), 6),
                                   "batch_fields": sorted(training_batch)}
@@ -217,18 +221,20 @@ def _check_validation_metric(trainer: Any, device: torch.device) -> List[str]:
             extensions = [metric for metric in sorted(reported) if metric.startswith(name)]  # `acc` for `accuracy`
             hint = f" Did you mean {extensions[0]!r}?" if extensions else did_you_mean(name, sorted(reported))
             raise ConfigurationError(
-                f"trainer.validation_metric: {'+' if sign > 0 else '-'}{name} names {name!r}, which the model "
+                f"{'+' if sign > 0 else '-'}{name} names {name!r}, which the model "
                 f"does not report in validation.{hint} It reports: "
-                f"{', '.join(sorted(reported)) or 'nothing'}."
+                f"{', '.join(sorted(reported)) or 'nothing'}.",
+                path="trainer.validation_metric",
             )
     return sorted(reported)
 
 
-def _first_micro_batch(loader: Any, device: torch.device) -> Dict[str, torch.Tensor]:
+def _first_micro_batch(loader: DataLoader, device: torch.device) -> Dict[str, torch.Tensor]:
     samples = loader.shape_samples()
     if not samples:
         raise ConfigurationError(
-            f"data_loader: the data fill no combined batch of {loader.combined_batch_size} rows."
+            f"the data fill no combined batch of {loader.combined_batch_size} rows.",
+            path="data_loader",
         )
     rows = max(1, loader.combined_batch_size // loader.batch_size_factor)
     return {key: value[:rows].to(device) for key, value in samples[0].items()}
@@ -241,6 +247,7 @@ def _forward(model: torch.nn.Module, batch: Mapping[str, torch.Tensor], phase: s
         if "argument" not in str(error):
             raise
         raise ConfigurationError(
-            f"model: forward cannot take the {phase} batch, whose fields are {', '.join(sorted(batch))} (the data "
-            f"loader makes one per instance field, plus <name>_mask for each token-id field): {error}."
+            f"forward cannot take the {phase} batch, whose fields are {', '.join(sorted(batch))} (the data "
+            f"loader makes one per instance field, plus <name>_mask for each token-id field): {error}.",
+            path="model",
         ) from None

@@ -10,7 +10,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ipuflow.config import ConfigurationError, Params
 from ipuflow.config.params import Overrides
-from ipuflow.config.plugins import include_packages
+from ipuflow.plugins import include_packages
 from ipuflow.storage import LOCK_NAME, RunDirectoryLock, remove_interrupted_writes, write_json_atomically
 from ipuflow.experiment.serialization_dir import (
     ARCHIVE_NAME, CONFIG_NAME, LOG_NAME, META_NAME, METRICS_NAME, configure_logging, prepare_serialization_dir,
@@ -100,7 +100,7 @@ def train_model(params: Params, serialization_dir: Union[str, Path], recover: bo
 
 def _train_locked(params: Params, directory: Path, lock: RunDirectoryLock, enter: Callable[[str], None],
                   recover: bool, force: bool, file_friendly_logging: bool) -> Dict[str, Any]:
-    from ipuflow.archival import archive_model
+    from ipuflow.experiment.archival import archive_model
 
     raised = prepare_serialization_dir(directory, params, recover=recover, force=force, lock=lock)
     removed: List[str] = []

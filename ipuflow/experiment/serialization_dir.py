@@ -20,7 +20,6 @@ META_NAME = "meta.json"
 LOG_NAME = "out.log"
 METRICS_NAME = "metrics.json"
 VOCABULARY_DIR = "vocabulary"
-BEST_WEIGHTS_NAME = "best.safetensors"
 ARCHIVE_NAME = "model.tar.gz"
 
 
@@ -182,7 +181,7 @@ def run_metadata() -> Dict[str, Any]:
     """
     import torch
 
-    from ipuflow.config.plugins import included_packages
+    from ipuflow.config.import_policy import included_packages
 
     meta: Dict[str, Any] = {
         "ipuflow_version": VERSION,

@@ -136,26 +136,31 @@ class TrainModel(Registrable):
         evaluation_reader = validation_dataset_reader or dataset_reader
         paths = {"train": train_data_path, "validation": validation_data_path, "test": test_data_path}
         if evaluate_on_test and test_data_path is None:
-            raise ConfigurationError("evaluate_on_test: true needs a test_data_path.")
+            raise ConfigurationError("true needs a test_data_path.", key="evaluate_on_test")
         datasets: Dict[str, Any] = {}
         for name, path in paths.items():
             if path is None:
                 continue
             reader = dataset_reader if name == "train" else evaluation_reader
             started = time.perf_counter()
-            # Columnar and memory-mapped, from the data cache when this reader has read this file before.
-            datasets[name] = reader.read_columnar(path)
+            try:
+                # Columnar and memory-mapped, from the data cache when this reader has read this file before.
+                datasets[name] = reader.read_columnar(path)
+            except ConfigurationError as error:
+                # A reader names its keys relative to itself; reading happens outside the resolver.
+                error.locate("validation_dataset_reader." if reader is validation_dataset_reader else "dataset_reader.")
+                raise
             logger.info("Read %d %s instances from %s in %.1fs", len(datasets[name]), name, path,
                         time.perf_counter() - started)
             if not datasets[name]:
-                raise ConfigurationError(f"{name}_data_path: {path} holds no instances.")
+                raise ConfigurationError(f"{path} holds no instances.", key=f"{name}_data_path")
 
         for_vocab = datasets_for_vocab_creation if datasets_for_vocab_creation is not None else list(datasets)
         unknown = [name for name in for_vocab if name not in datasets]
         if unknown:
             raise ConfigurationError(
-                f"datasets_for_vocab_creation: {unknown} are not among the datasets this config reads "
-                f"({', '.join(datasets)})."
+                f"{unknown} are not among the datasets this config reads ({', '.join(datasets)}).",
+                key="datasets_for_vocab_creation",
             )
         vocab_dir = directory / VOCABULARY_DIR
         if vocab_dir.is_dir() and any(vocab_dir.iterdir()):
@@ -198,8 +203,7 @@ class TrainModel(Registrable):
                 on_phase("test evaluation")
             logger.info("Evaluating the best model on the test set")
             executor = self.trainer.executor.inference_executor()
-            self.test_data_loader.set_batch_size_factor(executor.batch_size_factor)
-            executor.compile_for(self.test_data_loader)
+            executor.prepare(self.test_data_loader)
             with torch.no_grad():
                 test_metrics = evaluate(self.model, executor, self.test_data_loader)
             metrics.update({f"test_{key}": value for key, value in test_metrics.items()})

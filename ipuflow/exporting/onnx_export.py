@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 import torch
 
 from ipuflow.config import ConfigurationError
-from ipuflow.exporting.onnx_metadata import METADATA_KEY, OnnxInput, OnnxRecord, weights_digest
+from ipuflow.execution.onnx_metadata import METADATA_KEY, OnnxInput, OnnxRecord, weights_digest
 
 logger = logging.getLogger(__name__)
 
@@ -228,7 +228,7 @@ def export_model(model: torch.nn.Module, batch: Mapping[str, torch.Tensor], path
         shape = [dim.dim_param or dim.dim_value for dim in graph_input.type.tensor_type.shape.dim]
         fill = None
         if name in optional:
-            from ipuflow.models.model import IGNORE_LABEL
+            from ipuflow.data.collate import IGNORE_LABEL
 
             fill = IGNORE_LABEL if value.dim() == 1 and not value.is_floating_point() else 0
         inputs.append(OnnxInput(name, str(value.dtype).replace("torch.", ""), shape, name in optional, fill))
@@ -318,7 +318,7 @@ def export_archive(archive_path: str, output: Union[str, Path], dynamic: bool = 
     `exporter` "auto" uses torch.export-based exporter and, if it cannot convert the model or its
     graph fails the parity check, the TorchScript-based one; "dynamo" or "torchscript" use only that
     one. A file that fails the check is removed."""
-    from ipuflow.archival import load_archive
+    from ipuflow.experiment.archival import load_archive
 
     archive = load_archive(archive_path, overrides=overrides, weights_file=weights_file)
     model = archive.model.cpu().eval()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from ipuflow.config import ConfigurationError
+from ipuflow.config import validators
 from ipuflow.metrics.metric import Metric
 from ipuflow.metrics.multiclass_metric import IGNORED, MulticlassMetric
 
@@ -14,8 +14,7 @@ class CategoricalAccuracy(MulticlassMetric):
     """The fraction of rows whose gold class is among the `top_k` highest-scoring classes."""
 
     def __init__(self, top_k: int = 1, num_classes: Optional[int] = None) -> None:
-        if top_k < 1:
-            raise ConfigurationError(f"top_k: expected a positive int, found {top_k}.")
+        validators.positive_int("top_k", top_k)
         super().__init__(num_classes=num_classes)
         self.top_k = top_k
 

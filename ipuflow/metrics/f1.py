@@ -6,7 +6,7 @@ from typing import Any, Dict, Optional
 
 import torch
 
-from ipuflow.config import ConfigurationError
+from ipuflow.config import validators
 from ipuflow.data.vocabulary import Vocabulary
 from ipuflow.metrics.metric import Metric
 from ipuflow.metrics.multiclass_metric import IGNORED, MulticlassMetric
@@ -30,8 +30,7 @@ class F1Measure(MulticlassMetric):
         vocab: Optional[Vocabulary] = None,
         label_namespace: str = "labels",
     ) -> None:
-        if average not in AVERAGES:
-            raise ConfigurationError(f"average: expected one of {', '.join(AVERAGES)}, found {average!r}.")
+        validators.choice("average", average, AVERAGES)
         if num_classes is None and vocab is not None and vocab.get_vocab_size(label_namespace) > 0:
             num_classes = vocab.get_vocab_size(label_namespace)
         super().__init__(num_classes=num_classes)

@@ -6,7 +6,7 @@ from typing import Any, Dict, Optional
 
 import torch
 
-from ipuflow.config import ConfigurationError
+from ipuflow.config import validators
 from ipuflow.metrics.metric import Metric
 
 # The gold value that the wrapped torchmetrics metric ignores. Every negative gold label (such as
@@ -23,8 +23,7 @@ class MulticlassMetric(Metric):
     """
 
     def __init__(self, num_classes: Optional[int] = None) -> None:
-        if num_classes is not None and num_classes < 1:
-            raise ConfigurationError(f"num_classes: expected a positive int or null, found {num_classes}.")
+        validators.positive_int("num_classes", num_classes, optional=True)
         self.num_classes = num_classes
         self._metric: Any = None
         self._updates = 0

@@ -21,7 +21,7 @@ ACTIVATIONS: Dict[str, Callable[[], torch.nn.Module]] = {
 
 
 def activation_by_name(name: str, key: str) -> torch.nn.Module:
-    """A new module for the activation `name`; `key` is the config key, for the error message."""
+    """A new module for the activation `name`; `key` is the config key (in the caller's section), for the error."""
     if name not in ACTIVATIONS:
-        raise ConfigurationError(f"{key}: unknown activation {name!r}; expected one of {', '.join(ACTIVATIONS)}.")
+        raise ConfigurationError(f"unknown activation {name!r}; expected one of {', '.join(ACTIVATIONS)}.", key=key)
     return ACTIVATIONS[name]()

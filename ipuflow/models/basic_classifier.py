@@ -6,7 +6,7 @@ from typing import Dict, Optional
 
 import torch
 
-from ipuflow.config import ConfigurationError, Lazy
+from ipuflow.config import ConfigurationError, Lazy, validators
 from ipuflow.data.vocabulary import Vocabulary
 from ipuflow.metrics import Metric
 from ipuflow.models.classifier import Classifier
@@ -40,9 +40,11 @@ class BasicClassifier(Classifier):
         super().__init__(vocab, label_namespace=label_namespace, metrics=metrics)
         if encoder.get_input_dim() != embedding_dim:
             raise ConfigurationError(
-                f"model.encoder.input_dim: the encoder takes vectors of {encoder.get_input_dim()}, but "
-                f"model.embedding_dim is {embedding_dim}; leave input_dim out to use embedding_dim."
+                f"the encoder takes vectors of {encoder.get_input_dim()}, but embedding_dim (next to encoder) is "
+                f"{embedding_dim}; leave input_dim out to use embedding_dim.",
+                key="encoder.input_dim",
             )
+        validators.probability("dropout", dropout)
         self.namespace = namespace
         self.embedding = torch.nn.Embedding(vocab.get_vocab_size(namespace), embedding_dim, padding_idx=0)
         self.encoder = encoder

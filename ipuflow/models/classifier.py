@@ -27,9 +27,9 @@ class Classifier(Model):
         self.num_labels = vocab.get_vocab_size(label_namespace)
         if self.num_labels < 1:
             raise ConfigurationError(
-                f"model: the vocabulary's {label_namespace!r} namespace is empty, so there are no classes to "
-                f"predict. Build the vocabulary from labelled data (datasets_for_vocab_creation), or fix "
-                f"model.label_namespace."
+                f"the vocabulary's {label_namespace!r} namespace is empty, so there are no classes to predict. Build "
+                f"the vocabulary from labelled data (datasets_for_vocab_creation), or fix label_namespace.",
+                key="",
             )
         # A plain dict, not a ModuleDict: metric state is not part of the model's weights.
         self.metrics: Dict[str, Metric] = dict(metrics) if metrics is not None else {"accuracy": CategoricalAccuracy()}

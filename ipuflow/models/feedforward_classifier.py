@@ -6,7 +6,7 @@ from typing import Dict, List, Optional, Sequence
 
 import torch
 
-from ipuflow.config import ConfigurationError
+from ipuflow.config import validators
 from ipuflow.data.vocabulary import Vocabulary
 from ipuflow.metrics import Metric
 from ipuflow.models.activations import activation_by_name
@@ -32,16 +32,16 @@ class FeedforwardClassifier(Classifier):
         metrics: Optional[Dict[str, Metric]] = None,
     ) -> None:
         super().__init__(vocab, label_namespace=label_namespace, metrics=metrics)
-        if input_dim < 1 or any(dim < 1 for dim in hidden_dims):
-            raise ConfigurationError(
-                f"model: input_dim and hidden_dims must be positive, found {input_dim} and {list(hidden_dims)}."
-            )
+        validators.positive_int("input_dim", input_dim)
+        for index, dim in enumerate(hidden_dims):
+            validators.positive_int(f"hidden_dims.{index}", dim)
+        validators.probability("dropout", dropout)
         layers: List[torch.nn.Module] = []
         size = input_dim
         for hidden in hidden_dims:
             layers += [
                 torch.nn.Linear(size, hidden),
-                activation_by_name(activation, "model.activation"),
+                activation_by_name(activation, "activation"),
                 torch.nn.Dropout(dropout),
             ]
             size = hidden

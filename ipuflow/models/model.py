@@ -7,9 +7,9 @@ from typing import Any, ClassVar, Dict, Mapping, Optional
 import torch
 
 from ipuflow.config import Registrable
+from ipuflow.data.collate import IGNORE_LABEL
 
-IGNORE_LABEL = -100
-"""Label value of rows that the loader padded onto the batch axis: loss and metrics skip them."""
+__all__ = ["IGNORE_LABEL", "Model"]  # IGNORE_LABEL belongs to the data; models (and plugins) read it here too
 
 
 class Model(torch.nn.Module, Registrable):

@@ -38,32 +38,33 @@ class TransformerClassifier(Classifier):
         super().__init__(vocab, label_namespace=label_namespace, metrics=metrics)
         if (model_name is None) == (config is None):
             raise ConfigurationError(
-                "model: give exactly one of model_name (a local pretrained model) and config (a "
-                "transformers config dict, randomly initialised)."
+                "give exactly one of model_name (a local pretrained model) and config (a transformers config dict, "
+                "randomly initialised).",
+                key="",
             )
         self.model_name = model_name
         id2label = {index: self.vocab.get_token_from_index(index, label_namespace) for index in range(self.num_labels)}
         labels = {"num_labels": self.num_labels, "id2label": id2label, "label2id": {v: k for k, v in id2label.items()}}
         transformers = import_transformers_offline()
         if model_name is not None:
-            path = resolve_local_pretrained(model_name, "model.model_name")
+            path = resolve_local_pretrained(model_name, "model_name")
             try:
                 self.transformer = transformers.AutoModelForSequenceClassification.from_pretrained(
                     str(path), local_files_only=True, ignore_mismatched_sizes=True, **labels
                 )
             except (OSError, ValueError) as error:
-                raise ConfigurationError(f"model.model_name: cannot load a model from {path}: {error}") from None
+                raise ConfigurationError(f"cannot load a model from {path}: {error}", key="model_name") from None
         else:
             settings = dict(config or {})
             model_type = settings.pop("model_type", None)
             if not isinstance(model_type, str):
                 raise ConfigurationError(
-                    f"model.config.model_type: required, a transformers model type such as 'bert'; found {model_type!r}."
+                    f"required, a transformers model type such as 'bert'; found {model_type!r}.", key="config.model_type"
                 )
             try:
                 model_config = transformers.AutoConfig.for_model(model_type, **settings, **labels)
             except (KeyError, ValueError, TypeError) as error:
-                raise ConfigurationError(f"model.config: cannot make a {model_type!r} config: {error}") from None
+                raise ConfigurationError(f"cannot make a {model_type!r} config: {error}", key="config") from None
             self.transformer = transformers.AutoModelForSequenceClassification.from_config(model_config)
 
     def forward(  # type: ignore[override]

@@ -9,6 +9,7 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
 import torch
 
 from ipuflow.config import ConfigurationError, Params
+from ipuflow.data.loader import DataLoader
 from ipuflow.evaluation.evaluator import split_rows
 from ipuflow.evaluation.inference import loader_from_config, micro_batch_size_from_config
 from ipuflow.predictors.predictor import Predictor
@@ -39,7 +40,7 @@ class BatchPredictor:
         self.vocab = vocab
         self.batch_size = batch_size
         self.combined_batch_size = micro_batch_size_from_config(config, batch_size) * executor.batch_size_factor
-        self._loader: Any = None  # built from the config for the first batch, then reused
+        self._loader: Optional[DataLoader] = None  # built from the config for the first batch, then reused
 
     def predict(self, inputs: List[Mapping[str, Any]]) -> List[Dict[str, Any]]:
         """Predictions for JSON `inputs` (at most one combined batch is padded)."""
@@ -57,8 +58,7 @@ class BatchPredictor:
     def _run(self, indexed: List[Mapping[str, Any]], chunk: List[Mapping[str, Any]]) -> List[Dict[str, Any]]:
         if self._loader is None:
             self._loader = loader_from_config(self.config, indexed, self.batch_size)
-            self._loader.set_batch_size_factor(self.executor.batch_size_factor)
-            self.executor.compile_for(self._loader)  # later batches have these shapes too
+            self.executor.prepare(self._loader)  # later batches have these shapes too
             loader = self._loader
         else:
             loader = self._loader.with_instances(indexed)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-from ipuflow.config import ConfigurationError
+from ipuflow.config import validators
 from ipuflow.data.readers import DatasetReader
 from ipuflow.models.model import Model
 from ipuflow.predictors.predictor import Predictor
@@ -20,8 +20,7 @@ class ClassifierPredictor(Predictor):
 
     def __init__(self, model: Model, dataset_reader: DatasetReader, top_k: int = 3) -> None:
         super().__init__(model, dataset_reader)
-        if top_k < 1:
-            raise ConfigurationError(f"predictor.top_k: expected a positive integer, found {top_k}.")
+        validators.positive_int("top_k", top_k)
         self.top_k = top_k
         self.labels: Optional[List[str]] = None
         vocab = getattr(model, "vocab", None)

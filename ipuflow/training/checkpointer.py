@@ -23,13 +23,16 @@ from typing import TYPE_CHECKING, Any, ClassVar, Dict, List, NamedTuple, Optiona
 import safetensors.torch
 import torch
 
-from ipuflow.config import ConfigurationError, Registrable
+from ipuflow.config import Registrable, validators
 from ipuflow.storage import file_sha256, verify_sha256, write_atomically, write_json_atomically
 
 if TYPE_CHECKING:
     from ipuflow.training.trainer import Trainer
 
 logger = logging.getLogger(__name__)
+
+BEST_WEIGHTS_NAME = "best.safetensors"
+"""The best weights so far, next to the checkpoints in the serialization directory (the archive's source)."""
 
 _MANIFEST_RE = re.compile(r"^checkpoint_e(\d+)_b(\d+)\.json$")
 _CHECKPOINT_FILE_RE = re.compile(r"^(model_state|training_state|checkpoint)_e(\d+)_b(\d+)\.(safetensors|pt|json)$")
@@ -98,17 +101,10 @@ class Checkpointer(Registrable):
         keep_most_recent_by_count: Optional[int] = 2,
         keep_most_recent_by_age: Optional[int] = None,
     ) -> None:
-        for key, value in (
-            ("save_every_num_seconds", save_every_num_seconds),
-            ("save_every_num_batches", save_every_num_batches),
-            ("keep_most_recent_by_age", keep_most_recent_by_age),
-        ):
-            if value is not None and value <= 0:
-                raise ConfigurationError(f"trainer.checkpointer.{key}: expected a positive number or null, found {value}")
-        if keep_most_recent_by_count is not None and keep_most_recent_by_count < 0:
-            raise ConfigurationError(
-                f"trainer.checkpointer.keep_most_recent_by_count: expected >= 0 or null, found {keep_most_recent_by_count}"
-            )
+        validators.positive_number("save_every_num_seconds", save_every_num_seconds, optional=True)
+        validators.positive_int("save_every_num_batches", save_every_num_batches, optional=True)
+        validators.positive_number("keep_most_recent_by_age", keep_most_recent_by_age, optional=True)
+        validators.non_negative_int("keep_most_recent_by_count", keep_most_recent_by_count, optional=True)
         self._serialization_dir = Path(serialization_dir)
         self._save_completed_epochs = save_completed_epochs
         self._save_every_num_seconds = save_every_num_seconds

@@ -21,6 +21,7 @@ import numpy
 import torch
 
 from ipuflow.config import ConfigurationError, Lazy
+from ipuflow.data.loader import DataLoader
 from ipuflow.execution.executor import StepExecutor
 from ipuflow.models.model import Model
 from ipuflow.training.callbacks.batch_callback import BatchCallback
@@ -31,6 +32,7 @@ from ipuflow.training.callbacks.progress import ProgressCallback
 from ipuflow.training.callbacks.tensorboard import TensorBoardCallback
 from ipuflow.evaluation.evaluator import evaluate
 from ipuflow.storage import file_sha256, link_atomically, write_json_atomically
+from ipuflow.training.checkpointer import BEST_WEIGHTS_NAME as BEST_WEIGHTS
 from ipuflow.training.checkpointer import Checkpointer, TrainerCheckpoint, load_weights, save_weights
 from ipuflow.training.interruption import InterruptListener, NonFiniteLossError, TrainingInterrupted
 from ipuflow.training.lr_schedulers.learning_rate_scheduler import LearningRateScheduler
@@ -46,7 +48,6 @@ from ipuflow.training.trainer import Trainer
 
 logger = logging.getLogger(__name__)
 
-BEST_WEIGHTS = "best.safetensors"
 TRAINING_STATE_VERSION = 1
 DEFAULT_CALLBACKS = (ProgressCallback, ConsoleMetricsCallback, TensorBoardCallback)
 
@@ -102,11 +103,11 @@ class GradientDescentTrainer(Trainer):
         self,
         model: Model,
         executor: StepExecutor,
-        data_loader: Any,
+        data_loader: DataLoader,
         optimizer: Optional[torch.optim.Optimizer] = None,
         patience: Optional[int] = None,
         validation_metric: Union[str, List[str]] = "-loss",
-        validation_data_loader: Optional[Any] = None,
+        validation_data_loader: Optional[DataLoader] = None,
         num_epochs: int = 20,
         serialization_dir: Optional[str] = None,
         checkpointer: Optional[Checkpointer] = None,
@@ -200,8 +201,8 @@ class GradientDescentTrainer(Trainer):
         cls,
         model: Model,
         serialization_dir: str,
-        data_loader: Any,
-        validation_data_loader: Optional[Any] = None,
+        data_loader: DataLoader,
+        validation_data_loader: Optional[DataLoader] = None,
         optimizer: Lazy[Optimizer] = Lazy(Optimizer),
         patience: Optional[int] = None,
         validation_metric: Union[str, List[str]] = "-loss",
@@ -276,9 +277,11 @@ class GradientDescentTrainer(Trainer):
         # The executor comes before the schedulers only because the number of optimizer updates
         # per epoch depends on its options (device iterations, replication, accumulation).
         built_executor = executor.construct(model=model, optimizer=built_optimizer, training=True, **executor_options)
-        data_loader.set_batch_size_factor(built_executor.batch_size_factor)
+        # Only the batch-size factor now (len(data_loader) sizes the schedules below); compiling waits
+        # for train(), so that --dry-run, a finished run's -r and a failed restore compile nothing.
+        built_executor.prepare(data_loader, compile=False)
         if validation_data_loader is not None:
-            validation_data_loader.set_batch_size_factor(built_executor.inference_executor().batch_size_factor)
+            built_executor.inference_executor().prepare(validation_data_loader, compile=False)
         try:
             num_steps_per_epoch: Optional[int] = len(data_loader) * built_executor.updates_per_call
         except TypeError:
@@ -408,9 +411,9 @@ class GradientDescentTrainer(Trainer):
                     return dict(self._status.metrics)
                 started = True
                 # Every length bucket is compiled now, so that a later bucket is not taken for a bad input.
-                self.executor.compile_for(self.data_loader)
+                self.executor.prepare(self.data_loader)
                 if self.validation_executor is not None and self.validation_data_loader is not None:
-                    self.validation_executor.compile_for(self.validation_data_loader)
+                    self.validation_executor.prepare(self.validation_data_loader)
                 for callback in self._callbacks:
                     callback.on_start(self, is_primary=True)
                 for epoch_callback in self._epoch_callbacks:

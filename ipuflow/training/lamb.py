@@ -21,6 +21,8 @@ class Lamb(torch.optim.Optimizer):
     `max_weight_norm` is None). The trust ratio is 1 when either norm is zero.
     """
 
+    poptorch_twin = "LAMB"  # the poptorch executor converts this class to poptorch.optim.LAMB
+
     def __init__(
         self,
         params: Iterable[Any],

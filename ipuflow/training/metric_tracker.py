@@ -4,20 +4,21 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Tuple, Union
 
-from ipuflow.config import ConfigurationError
+from ipuflow.config import ConfigurationError, validators
 
 
-def parse_validation_metric(validation_metric: Union[str, List[str]]) -> List[Tuple[float, str]]:
-    """``"-loss"`` or ``["+accuracy", "-loss"]`` → ``[(sign, name), ...]``."""
+def parse_validation_metric(validation_metric: Union[str, List[str]], key: str = "validation_metric") -> List[Tuple[float, str]]:
+    """``"-loss"`` or ``["+accuracy", "-loss"]`` → ``[(sign, name), ...]``; errors name `key`."""
     names = [validation_metric] if isinstance(validation_metric, str) else list(validation_metric)
     if not names:
-        raise ConfigurationError("trainer.validation_metric: expected a metric name or a list of them, found []")
+        raise ConfigurationError(key=key, expected="a metric name or a list of them", found=[])
     parsed = []
     for name in names:
         if not isinstance(name, str) or not name or name[0] not in "+-":
             raise ConfigurationError(
-                f"trainer.validation_metric: each metric name must start with + (higher is better) or - (lower "
-                f"is better), e.g. '-loss'; found {name!r}"
+                f"each metric name must start with + (higher is better) or - (lower is better), e.g. '-loss'; "
+                f"found {name!r}.",
+                key=key,
             )
         parsed.append((1.0 if name[0] == "+" else -1.0, name[1:]))
     return parsed
@@ -31,11 +32,7 @@ class MetricTracker:
     """
 
     def __init__(self, metric_name: Union[str, List[str]] = "-loss", patience: Optional[int] = None) -> None:
-        if patience is not None and (isinstance(patience, bool) or not isinstance(patience, int) or patience <= 0):
-            raise ConfigurationError(
-                f"trainer.patience: {patience!r} is an invalid value: it must be a positive integer or null "
-                "(to disable early stopping)"
-            )
+        validators.positive_int("patience", patience, optional=True)  # null disables early stopping
         self._patience = patience
         self.tracked_metrics = parse_validation_metric(metric_name)
         self.clear()
@@ -54,9 +51,10 @@ class MetricTracker:
         try:
             return sum(sign * float(metrics[name]) for sign, name in self.tracked_metrics)
         except KeyError as error:
+            # Raised while training, outside the resolver: the path is where the trainer's metric is configured.
             raise ConfigurationError(
-                f"trainer.validation_metric uses {error.args[0]!r}, but validation produced only "
-                f"{sorted(metrics)}"
+                f"uses {error.args[0]!r}, but validation produced only {sorted(metrics)}.",
+                path="trainer.validation_metric",
             ) from None
 
     def add_metrics(self, metrics: Dict[str, float]) -> None:

@@ -6,7 +6,7 @@ from typing import Any, ClassVar, Dict, List, Optional, Tuple
 
 import torch
 
-from ipuflow.config import Registrable
+from ipuflow.config import Registrable, validators
 
 NamedParameters = List[Tuple[str, torch.nn.Parameter]]
 
@@ -73,7 +73,7 @@ class ExponentialMovingAverage(MovingAverage):
         denominator: float = 10.0,
     ) -> None:
         super().__init__(parameters)
-        self._decay = decay
+        self._decay = validators.probability("decay", decay)
         self._numerator = numerator
         self._denominator = denominator
 

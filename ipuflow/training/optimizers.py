@@ -8,16 +8,32 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Any, ClassVar, Dict, List, Optional, Tuple
+from typing import Any, ClassVar, Dict, List, Mapping, Optional, Tuple
 
 import torch
 
-from ipuflow.config import ConfigurationError, Registrable
+from ipuflow.config import ConfigurationError, Registrable, validators
 from ipuflow.training.lamb import Lamb
 
 logger = logging.getLogger(__name__)
 
 ParameterGroups = List[Tuple[List[str], Dict[str, Any]]]
+
+_NON_NEGATIVE = ("lr", "eps", "weight_decay", "momentum", "alpha", "lr_decay", "initial_accumulator_value")
+
+
+def check_hyperparameters(options: Mapping[str, Any], prefix: str = "") -> None:
+    """Refuse hyperparameters that torch would refuse (or, in a parameter group, silently take), naming
+    the key (`prefix` + name): a negative lr, eps, weight decay or momentum, betas outside [0, 1), rho
+    outside [0, 1]."""
+    for name in _NON_NEGATIVE:
+        if name in options and not isinstance(options[name], torch.Tensor):
+            validators.non_negative_number(prefix + name, options[name])
+    if "betas" in options:
+        for index, beta in enumerate(options["betas"]):
+            validators.fraction_below_one(f"{prefix}betas.{index}", beta)
+    if "rho" in options:
+        validators.probability(prefix + "rho", options["rho"])
 
 
 def make_parameter_groups(
@@ -37,14 +53,11 @@ def make_parameter_groups(
     groups: List[Dict[str, Any]] = []
     for index, entry in enumerate(parameter_groups):
         if not isinstance(entry, (list, tuple)) or len(entry) != 2 or not isinstance(entry[1], dict):
-            raise ConfigurationError(
-                f"optimizer.parameter_groups.{index}: expected [[regex, ...], {{option: value}}], found {entry!r}"
-            )
+            raise ConfigurationError(key=f"parameter_groups.{index}", expected="[[regex, ...], {option: value}]", found=entry)
         regexes, options = entry
         if isinstance(regexes, str) or not isinstance(regexes, (list, tuple)):
-            raise ConfigurationError(
-                f"optimizer.parameter_groups.{index}: expected a list of regexes first, found {regexes!r}"
-            )
+            raise ConfigurationError(key=f"parameter_groups.{index}.0", expected="a list of regexes", found=regexes)
+        check_hyperparameters(options, prefix=f"parameter_groups.{index}.1.")
         groups.append({"regexes": [re.compile(regex) for regex in regexes], "options": dict(options), "params": []})
 
     default_params: List[torch.nn.Parameter] = []
@@ -56,8 +69,9 @@ def make_parameter_groups(
                 if regex.search(name):
                     if owner is not None and owner != index:
                         raise ConfigurationError(
-                            f"optimizer.parameter_groups: parameter {name!r} matches group {owner} and group "
-                            f"{index}; each parameter may match only one group"
+                            f"parameter {name!r} matches group {owner} and group {index}; each parameter may "
+                            "match only one group.",
+                            key="parameter_groups",
                         )
                     owner = index
                     matched_regexes.add((index, regex.pattern))
@@ -96,6 +110,12 @@ class Optimizer(torch.optim.Optimizer, Registrable):
     """A registrable torch optimizer; each implementation is the torch class with our constructor."""
 
     default_implementation: ClassVar[Optional[str]] = "adam"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # Between each implementation's constructor and the torch class's: the hyperparameters are
+        # checked here, so that a bad one names its config key instead of torch's bare ValueError.
+        check_hyperparameters(kwargs)
+        super().__init__(*args, **kwargs)
 
 
 @Optimizer.register("adam")

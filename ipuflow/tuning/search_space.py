@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
-from ipuflow.config import ConfigurationError, Params
+from ipuflow.config import ConfigurationError, Params, validators
 
 SPEC_KEYS = ("parameters", "n_trials", "metric", "direction", "sampler", "pruner", "timeout", "study_name")
 DISTRIBUTION_TYPES = ("float", "int", "categorical")
@@ -138,11 +138,13 @@ class SearchSpec:
             )
         distributions = {key: _parse_distribution(key, value, source) for key, value in parameters.items()}
         n_trials = raw.get("n_trials")
-        if n_trials is not None and (isinstance(n_trials, bool) or not isinstance(n_trials, int) or n_trials < 1):
-            raise ConfigurationError(f"{source}: n_trials: expected a positive integer, found {n_trials!r}.")
         direction = raw.get("direction")
-        if direction is not None and direction not in ("maximize", "minimize"):
-            raise ConfigurationError(f"{source}: direction: expected 'maximize' or 'minimize', found {direction!r}.")
+        try:
+            validators.positive_int("n_trials", n_trials, optional=True)
+            validators.positive_number("timeout", raw.get("timeout"), optional=True)
+            validators.choice("direction", direction, ("maximize", "minimize"), optional=True)
+        except ConfigurationError as error:
+            raise error.locate(f"{source}: ") from None
         metric = raw.get("metric")
         if metric is not None:
             from ipuflow.training.metric_tracker import parse_validation_metric
@@ -150,10 +152,8 @@ class SearchSpec:
             try:
                 parse_validation_metric(metric)
             except ConfigurationError as error:
-                raise ConfigurationError(f"{source}: metric: {error}".replace("trainer.validation_metric: ", "")) from None
+                raise ConfigurationError(f"{source}: metric: {error.explanation}") from None
         timeout = raw.get("timeout")
-        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
-            raise ConfigurationError(f"{source}: timeout: expected a positive number of seconds, found {timeout!r}.")
         study_name = raw.get("study_name")
         if study_name is not None and (not isinstance(study_name, str) or not study_name):
             raise ConfigurationError(f"{source}: study_name: expected a non-empty string, found {study_name!r}.")

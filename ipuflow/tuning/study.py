@@ -57,7 +57,7 @@ class Search:
                 overrides: Union[str, Mapping[str, Any]] = "", include_package: Sequence[str] = (),
                 ext_vars: Optional[Mapping[str, str]] = None) -> "Search":
         """Check the config, the overrides and every searched key before any trial runs."""
-        from ipuflow.config.plugins import include_packages
+        from ipuflow.plugins import include_packages
 
         variables = dict(ext_vars or {})
         parsed = parse_overrides(overrides, variables or None)
@@ -205,7 +205,7 @@ class Search:
 
         from ipuflow.experiment.run import train_model_from_file
         from ipuflow.training.interruption import TrainingInterrupted
-        from ipuflow.training.callbacks.optuna_pruning import PRUNED_AT_ATTRIBUTE
+        from ipuflow.tuning.pruning_callback import PRUNED_AT_ATTRIBUTE
 
         storage = study._storage  # the same RDB storage object the study writes through
         study_id = storage.get_study_id_from_name(study.study_name)

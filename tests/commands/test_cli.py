@@ -8,7 +8,7 @@ import textwrap
 import pytest
 
 from ipuflow.commands.cli import run
-from ipuflow.config.plugins import import_module_and_submodules, import_plugins
+from ipuflow.plugins import import_module_and_submodules, import_plugins
 
 from tests.conftest import ROOT
 

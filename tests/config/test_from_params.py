@@ -237,7 +237,7 @@ def test_a_constructors_own_error_gets_the_full_key_path():
     class Engine(FromParams):
         def __init__(self, cylinders: int = 4) -> None:
             if cylinders < 1:
-                raise ConfigurationError(f"engine.cylinders: expected at least 1, found {cylinders}.")
+                raise ConfigurationError(key="cylinders", expected="at least 1", found=cylinders)
 
     class Car(FromParams):
         def __init__(self, engine: Engine) -> None:
@@ -249,7 +249,8 @@ def test_a_constructors_own_error_gets_the_full_key_path():
 
     with pytest.raises(ConfigurationError) as error:
         Garage.from_params(Params({"car": {"engine": {"cylinders": 0}}}))
-    assert str(error.value) == "car.engine.cylinders: expected at least 1, found 0."
+    assert str(error.value) == "car.engine.cylinders: expected at least 1, found an integer (0)."
+    assert (error.value.key, error.value.path) == ("cylinders", "car.engine.cylinders")
     with pytest.raises(ConfigurationError) as error:
         Engine.from_params(Params({"cylinders": 0}))
-    assert str(error.value) == "engine.cylinders: expected at least 1, found 0."
+    assert str(error.value) == "cylinders: expected at least 1, found an integer (0)."

@@ -7,7 +7,8 @@ import pytest
 
 from ipuflow.config import ConfigurationError, Params, Registrable
 from ipuflow.config.import_policy import ArchiveImportPolicy, check_module_may_be_imported, recorded_packages
-from ipuflow.config.plugins import include_packages, included_packages
+from ipuflow.config.import_policy import included_packages
+from ipuflow.plugins import include_packages
 
 
 class Part(Registrable):
@@ -82,7 +83,7 @@ def test_a_module_of_an_installed_plugin_is_trusted(tmp_path, monkeypatch):
     """An `ipuflow.plugins` entry point (here a dist-info folder on the path, as pip leaves one)."""
     import importlib
 
-    from ipuflow.config.plugins import plugin_modules
+    from ipuflow.config.import_policy import plugin_modules
 
     marker = tmp_path / "imported"
     plant_module(tmp_path, "sec_policy_plugin", marker)

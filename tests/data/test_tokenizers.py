@@ -24,7 +24,7 @@ def test_regex_tokenizer_splits_words_and_punctuation_and_lowercases():
 
 
 def test_regex_tokenizer_rejects_bad_patterns():
-    with pytest.raises(ConfigurationError, match="tokenizer.pattern: '\\(' is not a valid regular expression"):
+    with pytest.raises(ConfigurationError, match="^pattern: '\\(' is not a valid regular expression"):
         RegexTokenizer(pattern="(")
     with pytest.raises(ConfigurationError, match="capturing groups"):
         RegexTokenizer(pattern=r"(\w+)")
@@ -69,7 +69,7 @@ def test_pretrained_tokenizer_from_a_local_directory_works_offline(tmp_path):
 
 
 def test_pretrained_tokenizer_never_treats_a_name_as_a_hub_model():
-    with pytest.raises(ConfigurationError, match="tokenizer.model_name: 'bert-base-uncased' is not a directory on this machine"):
+    with pytest.raises(ConfigurationError, match="^model_name: 'bert-base-uncased' is not a directory on this machine"):
         PretrainedTransformerTokenizer("bert-base-uncased")
     with pytest.raises(ConfigurationError, match="names the Python package 'no_such_package', which is not installed"):
         PretrainedTransformerTokenizer("package://no_such_package/model")

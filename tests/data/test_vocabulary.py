@@ -44,7 +44,7 @@ def test_min_count_and_max_vocab_size():
 
 
 def test_limits_naming_an_unknown_namespace_are_errors():
-    with pytest.raises(ConfigurationError, match=r"vocabulary\.min_count\.token: no instance has items in namespace 'token'"):
+    with pytest.raises(ConfigurationError, match=r"^min_count\.token: no instance has items in namespace 'token'"):
         Vocabulary.from_instances(_instances(), min_count={"token": 2})
 
 

@@ -49,7 +49,7 @@ def test_from_config_and_errors(embeddings, tmp_path):
         Params({"pretrained_files": {"tokens": embeddings}, "min_pretrained_embeddings": {"tokens": 2}}), instances=[]
     )
     assert tokens(built) == ["glove_rare", "common"]
-    with pytest.raises(ConfigurationError, match="vocabulary.pretrained_files.tokens"):
+    with pytest.raises(ConfigurationError, match="^pretrained_files.tokens: "):
         Vocabulary(COUNTS, pretrained_files={"tokens": str(tmp_path / "missing.txt")})
     with pytest.raises(ConfigurationError, match="min_pretrained_embeddings.labels"):
         Vocabulary(COUNTS, pretrained_files={"tokens": embeddings}, min_pretrained_embeddings={"labels": 2})

@@ -43,7 +43,7 @@ def test_value_clipping_bounds_the_unscaled_reduced_gradient(scaling):
 
 def test_bad_max_grad_value_names_the_key():
     model = Regression()
-    with pytest.raises(ConfigurationError, match="executor.max_grad_value"):
+    with pytest.raises(ConfigurationError, match="^max_grad_value: "):
         NativeExecutor(model, torch.optim.SGD(model.parameters(), lr=0.1), device="cpu", max_grad_value=0)
 
 
@@ -52,7 +52,7 @@ def test_poptorch_refuses_value_clipping_at_build_time(monkeypatch):
 
     monkeypatch.setitem(sys.modules, "poptorch", fake_poptorch)
     model = Regression()
-    with pytest.raises(ConfigurationError, match="executor.max_grad_value.*max_grad_norm"):
+    with pytest.raises(ConfigurationError, match="^max_grad_value: .*max_grad_norm"):
         StepExecutor.by_name("poptorch")(model=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1), max_grad_value=0.5)
 
 

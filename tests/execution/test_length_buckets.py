@@ -1,4 +1,4 @@
-"""Executors and bucketed loaders: `compile_for` prepares every bucket's shape up front."""
+"""Executors and bucketed loaders: `prepare` (through `compile_for`) compiles every bucket's shape up front."""
 
 from __future__ import annotations
 
@@ -26,26 +26,35 @@ class MeanTokens(Model):
 
 
 def bucketed_loader() -> FixedShapeDataLoader:
-    instances = [{"tokens": list(range(1, 1 + length)), "label": length % 2} for length in (2, 3, 9, 12, 5, 1, 14, 4)]
+    instances = [{"tokens": list(range(1, 1 + length)), "label": length % 2} for length in (2, 3, 1, 4, 9, 12, 5, 14)]
     return FixedShapeDataLoader(instances, batch_size=2, length_buckets=[4, 8, 16])
 
 
-def test_compile_for_accepts_every_bucket_of_the_loader(build, backend):
+def test_prepare_accepts_every_bucket_of_the_loader(build, backend):
     model = MeanTokens()
-    executor = build(model, torch.optim.SGD(model.parameters(), lr=0.1))
+    executor = build(model, torch.optim.SGD(model.parameters(), lr=0.1), device_iterations=2)
     loader = bucketed_loader()
-    loader.set_batch_size_factor(executor.batch_size_factor)
     if backend == "poptorch":
         with pytest.raises(ValueError, match="one executable"):
-            executor.compile_for(loader)
+            executor.prepare(loader)
         return
-    executor.compile_for(loader)
+    executor.prepare(loader)
+    assert loader.batch_size_factor == 2 and loader.combined_batch_size == 4
     assert all(executor.accepts(sample) for sample in loader.shape_samples())
     shapes = {tuple(batch["tokens"].shape) for batch in loader}
     assert len(shapes) > 1
     for batch in loader:
-        assert executor(batch).optimizer_updates == 1
-    executor.compile_for(loader)  # already compiled: nothing to do, no warning
+        assert executor(batch).optimizer_updates == 2
+    executor.prepare(loader)  # already compiled: nothing to do, no warning
+
+
+def test_prepare_without_compiling_only_sets_the_factor(build):
+    model = MeanTokens()
+    executor = build(model, torch.optim.SGD(model.parameters(), lr=0.1), device_iterations=2)
+    loader = bucketed_loader()
+    executor.prepare(loader, compile=False)
+    assert loader.combined_batch_size == 4 and len(loader) == 2
+    assert not executor.is_compiled
 
 
 def test_without_compile_for_a_later_bucket_is_rejected(build, backend):

@@ -20,7 +20,7 @@ def dry_run(config_file, directory, *flags):
         ({"validation_data_loader": {"batch_size": 0}}, "validation_data_loader.batch_size: expected an int >= 1"),
         ({"validation_data_loader": {"batch_size": 2, "max_length": 0}}, "validation_data_loader.max_length:"),
         ({"validation_dataset_reader": {"type": "text_classification_json", "max_tokens": 0}},
-         "validation_dataset_reader.max_tokens: expected a positive int"),
+         "validation_dataset_reader.max_tokens: expected an int >= 1 or null"),
         ({"validation_dataset_reader": {"max_instances": -1}}, "validation_dataset_reader.max_instances:"),
         ({"data_loader.batch_size": 0}, "data_loader.batch_size: expected an int >= 1"),
         ({"trainer.executor.device_iterations": 0}, "trainer.executor.device_iterations"),

@@ -13,7 +13,7 @@ import pytest
 import safetensors.torch
 import torch
 
-from ipuflow.archival import load_archive
+from ipuflow.experiment.archival import load_archive
 from ipuflow.commands.cli import run
 from ipuflow.config import ConfigurationError
 
@@ -212,7 +212,7 @@ def test_non_utf8_data_names_the_file_and_the_line(tmp_path, reader, name, conte
 _SIGNAL_AT = {
     "start-up": ("ipuflow.experiment.train_model", "seed_everything"),
     "test evaluation": ("ipuflow.experiment.train_model", "evaluate"),
-    "archiving": ("ipuflow.archival", "archive_model"),
+    "archiving": ("ipuflow.experiment.archival", "archive_model"),
 }
 
 

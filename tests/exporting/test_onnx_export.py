@@ -5,11 +5,11 @@ import json
 import pytest
 import torch
 
-from ipuflow.archival import load_archive
+from ipuflow.experiment.archival import load_archive
 from ipuflow.commands.cli import run
 from ipuflow.config import ConfigurationError
 from ipuflow.exporting.onnx_export import ExportError, ParityError, check_parity, export_model
-from ipuflow.exporting.onnx_metadata import read_record
+from ipuflow.execution.onnx_metadata import read_record
 
 from tests.experiment.conftest import make_examples, write_jsonl
 

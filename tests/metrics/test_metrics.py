@@ -86,7 +86,7 @@ def test_metrics_from_config_get_the_vocabulary_injected():
     assert f1.get_metric() == {"neg": 0.0, "pos": 0.0}
     assert isinstance(Metric.from_params("categorical_accuracy"), CategoricalAccuracy)
     assert isinstance(Metric.from_params("mean_absolute_error"), MeanAbsoluteError)
-    with pytest.raises(ConfigurationError, match="average: expected one of macro, micro, weighted, none"):
+    with pytest.raises(ConfigurationError, match="^average: expected one of 'macro', 'micro', 'weighted', 'none', found"):
         Metric.from_params(Params({"type": "f1", "average": "binary"}))
 
 

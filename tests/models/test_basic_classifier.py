@@ -80,11 +80,11 @@ def test_human_readable_outputs(vocab, text_batch):
 
 
 def test_config_errors(vocab):
-    with pytest.raises(ConfigurationError, match="model.encoder.input_dim"):
+    with pytest.raises(ConfigurationError, match="^encoder.input_dim: "):
         Model.from_params(Params({"type": "basic_classifier", "embedding_dim": 8, "encoder": {"type": "lstm", "input_dim": 3, "hidden_size": 2}}), vocab=vocab)
     with pytest.raises(ConfigurationError, match="'labels' namespace is empty"):
         Model.from_params(Params({"type": "basic_classifier", "embedding_dim": 8}), vocab=Vocabulary.empty())
-    with pytest.raises(ConfigurationError, match="encoder.conv_layer_activation: unknown activation 'relux'"):
+    with pytest.raises(ConfigurationError, match="conv_layer_activation: unknown activation 'relux'"):
         Model.from_params(Params({"type": "basic_classifier", "embedding_dim": 8, "encoder": {"type": "cnn", "conv_layer_activation": "relux"}}), vocab=vocab)
 
 

@@ -30,7 +30,7 @@ def test_forward_loss_backward_from_config():
 
 def test_bad_activation_is_a_config_error():
     vocab = Vocabulary(tokens_to_add={"labels": ["a", "b"]})
-    with pytest.raises(ConfigurationError, match="model.activation: unknown activation 'rleu'; expected one of relu"):
+    with pytest.raises(ConfigurationError, match="^activation: unknown activation 'rleu'; expected one of relu"):
         FeedforwardClassifier(vocab, input_dim=4, activation="rleu")
 
 

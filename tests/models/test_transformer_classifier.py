@@ -45,9 +45,9 @@ def test_random_init_from_config_dict(labels):
 def test_model_name_xor_config(labels):
     with pytest.raises(ConfigurationError, match="exactly one of model_name"):
         TransformerClassifier(labels)
-    with pytest.raises(ConfigurationError, match="model.config.model_type: required"):
+    with pytest.raises(ConfigurationError, match="^config.model_type: required"):
         TransformerClassifier(labels, config={"hidden_size": 8})
-    with pytest.raises(ConfigurationError, match="model.model_name: 'bert-base-uncased' is not a directory"):
+    with pytest.raises(ConfigurationError, match="^model_name: 'bert-base-uncased' is not a directory"):
         TransformerClassifier(labels, model_name="bert-base-uncased")
 
 

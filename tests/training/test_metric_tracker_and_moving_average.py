@@ -30,7 +30,7 @@ def test_patience_stops_and_none_never_stops():
 
 @pytest.mark.parametrize("patience", [0, -1, 1.5, "None", True])
 def test_invalid_patience(patience):
-    with pytest.raises(ConfigurationError, match="trainer.patience"):
+    with pytest.raises(ConfigurationError, match="^patience: "):
         MetricTracker("-loss", patience)
 
 

@@ -223,8 +223,8 @@ def test_the_old_num_warmup_steps_spelling_still_works(name):
     [
         ({"type": "linear_with_warmup", "warmup_steps": 4, "warmup_ratio": 0.1}, "give warmup_steps or warmup_ratio"),
         ({"type": "cosine_with_warmup", "warmup_steps": 4, "num_warmup_steps": 5}, "num_warmup_steps"),
-        ({"type": "constant_with_warmup", "warmup_ratio": 1.5}, "trainer.learning_rate_scheduler.warmup_ratio"),
-        ({"type": "constant_with_warmup", "warmup_steps": -1}, "trainer.learning_rate_scheduler.warmup_steps"),
+        ({"type": "constant_with_warmup", "warmup_ratio": 1.5}, "^warmup_ratio: expected a number >= 0 and < 1"),
+        ({"type": "constant_with_warmup", "warmup_steps": -1}, "^warmup_steps: expected an int >= 0"),
         ({"type": "cosine_with_warmup"}, "needs warmup_steps or warmup_ratio"),
     ],
 )

@@ -6,7 +6,7 @@ import itertools
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Union
 
-from ipuflow.config import ConfigurationError, Registrable
+from ipuflow.config import ConfigurationError, Registrable, validators
 from ipuflow.data.columnar import ColumnarBuilder, ColumnarDataset, DataCache, FieldBatch, cached_dataset, file_identity
 from ipuflow.data.columnar.builder import FORMAT_VERSION
 from ipuflow.data.columnar.fingerprint import object_fingerprint
@@ -40,10 +40,8 @@ class DatasetReader(Registrable):
         cache: bool = True,
         num_workers: int = 0,
     ) -> None:
-        if max_instances is not None and max_instances < 1:
-            raise ConfigurationError(f"dataset_reader.max_instances: expected a positive int or null, found {max_instances}.")
-        if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 0:
-            raise ConfigurationError(f"dataset_reader.num_workers: expected an int >= 0, found {num_workers!r}.")
+        validators.positive_int("max_instances", max_instances, optional=True)
+        validators.non_negative_int("num_workers", num_workers)
         self.max_instances = max_instances
         # Private: neither changes the data, so neither is part of the cache key.
         self._data_cache = DataCache.from_settings(cache_directory, cache)

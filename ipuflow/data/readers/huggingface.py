@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple, Union
 
-from ipuflow.config import ConfigurationError
+from ipuflow.config import ConfigurationError, validators
 from ipuflow.data.columnar import FieldBatch, file_identity
 from ipuflow.data.instance import Instance
 from ipuflow.data.readers.dataset_reader import RECORDS_PER_BATCH, DatasetReader
@@ -35,7 +35,7 @@ def import_datasets_offline() -> Any:
         import datasets
     except ImportError:
         raise ConfigurationError(
-            "dataset_reader.type: the huggingface reader needs the `datasets` package: pip install 'ipuflow[hf]'."
+            "the huggingface reader needs the `datasets` package: pip install 'ipuflow[hf]'.", key="type"
         ) from None
     datasets.disable_progress_bars()
     return datasets
@@ -70,8 +70,7 @@ class HuggingfaceDatasetReader(DatasetReader):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        if max_tokens is not None and max_tokens < 1:
-            raise ConfigurationError(f"dataset_reader.max_tokens: expected a positive int or null, found {max_tokens}.")
+        validators.positive_int("max_tokens", max_tokens, optional=True)
         self.tokenizer = tokenizer
         self.text_column = text_column
         self.text_pair_column = text_pair_column
@@ -125,8 +124,9 @@ class HuggingfaceDatasetReader(DatasetReader):
                 chosen = split or ("train" if "train" in data else None)
                 if chosen not in data:
                     raise ConfigurationError(
-                        f"dataset_reader.split: the dataset at {str(location)!r} has splits {sorted(data)}; "
-                        f"found {chosen!r}. Name one with split or a '#split' suffix on the path."
+                        f"the dataset at {str(location)!r} has splits {sorted(data)}; found {chosen!r}. Name one "
+                        "with split or a '#split' suffix on the path.",
+                        key="split",
                     )
                 data = data[chosen]
         else:
@@ -147,8 +147,8 @@ class HuggingfaceDatasetReader(DatasetReader):
             missing = [column for column in wanted if column not in columns]
             if missing:
                 raise ConfigurationError(
-                    f"dataset_reader.text_column: the dataset at {str(location)!r} has no column "
-                    f"{missing[0]!r} (columns: {columns})."
+                    f"the dataset at {str(location)!r} has no column {missing[0]!r} (columns: {columns}).",
+                    key="text_column",
                 )
         return data, names
 

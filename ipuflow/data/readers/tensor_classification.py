@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 from typing import Any, Dict, Iterator, Mapping, Optional, Sequence, Union
 
-from ipuflow.config import ConfigurationError
+from ipuflow.config import ConfigurationError, validators
 from ipuflow.data.fields import Field, LabelField, TensorField
 from ipuflow.data.instance import Instance
 from ipuflow.data.readers.dataset_reader import DatasetReader
@@ -35,8 +35,7 @@ class TensorClassificationReader(DatasetReader):
         **kwargs: Any,
     ) -> None:
         super().__init__(max_instances=max_instances, **kwargs)
-        if feature_dim is not None and feature_dim < 1:
-            raise ConfigurationError(f"dataset_reader.feature_dim: expected a positive int or null, found {feature_dim}.")
+        validators.positive_int("feature_dim", feature_dim, optional=True)
         self.features_key = features_key
         self.label_key = label_key
         self.feature_dim = feature_dim

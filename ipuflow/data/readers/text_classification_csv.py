@@ -7,7 +7,7 @@ import logging
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Optional, Union
 
-from ipuflow.config import ConfigurationError
+from ipuflow.config import ConfigurationError, validators
 from ipuflow.data.instance import Instance
 from ipuflow.data.readers.dataset_reader import DatasetReader
 from ipuflow.data.readers.labels import check_label
@@ -38,9 +38,8 @@ class TextClassificationCsvReader(DatasetReader):
     ) -> None:
         super().__init__(max_instances=max_instances, **kwargs)
         if len(delimiter) != 1:
-            raise ConfigurationError(f"dataset_reader.delimiter: expected one character, found {delimiter!r}.")
-        if max_tokens is not None and max_tokens < 1:
-            raise ConfigurationError(f"dataset_reader.max_tokens: expected a positive int or null, found {max_tokens}.")
+            raise ConfigurationError(key="delimiter", expected="one character", found=delimiter)
+        validators.positive_int("max_tokens", max_tokens, optional=True)
         self.tokenizer = tokenizer
         self.text_column = text_column
         self.label_column = label_column

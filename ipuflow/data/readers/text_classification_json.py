@@ -7,7 +7,7 @@ import logging
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple, Union
 
-from ipuflow.config import ConfigurationError
+from ipuflow.config import ConfigurationError, validators
 from ipuflow.data.columnar import FieldBatch
 from ipuflow.data.columnar.builder import LABELS, TOKENS, InternedTokens
 from ipuflow.data.columnar.workers import map_in_workers
@@ -101,8 +101,7 @@ class TextClassificationJsonReader(DatasetReader):
         **kwargs: Any,
     ) -> None:
         super().__init__(max_instances=max_instances, **kwargs)
-        if max_tokens is not None and max_tokens < 1:
-            raise ConfigurationError(f"dataset_reader.max_tokens: expected a positive int or null, found {max_tokens}.")
+        validators.positive_int("max_tokens", max_tokens, optional=True)
         self.tokenizer = tokenizer
         self.text_key = text_key
         self.label_key = label_key

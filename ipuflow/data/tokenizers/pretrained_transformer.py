@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from ipuflow.config import ConfigurationError
+from ipuflow.config import ConfigurationError, validators
 from ipuflow.data.columnar.builder import TOKEN_IDS, FieldBatch
 from ipuflow.data.columnar.fingerprint import object_fingerprint
 from ipuflow.data.fields import TextField
@@ -24,16 +24,15 @@ class PretrainedTransformerTokenizer(Tokenizer):
     """
 
     def __init__(self, model_name: str, max_length: Optional[int] = None, add_special_tokens: bool = True) -> None:
-        if max_length is not None and max_length < 1:
-            raise ConfigurationError(f"tokenizer.max_length: expected a positive int, found {max_length}.")
+        validators.positive_int("max_length", max_length, optional=True)
         self.model_name = model_name
         self.add_special_tokens = add_special_tokens
-        path = resolve_local_pretrained(model_name, "tokenizer.model_name")
+        path = resolve_local_pretrained(model_name, "model_name")
         transformers = import_transformers_offline()
         try:
             self._tokenizer: Any = transformers.AutoTokenizer.from_pretrained(str(path), local_files_only=True)
         except (OSError, ValueError) as error:
-            raise ConfigurationError(f"tokenizer.model_name: cannot load a tokenizer from {path}: {error}") from None
+            raise ConfigurationError(f"cannot load a tokenizer from {path}: {error}", key="model_name") from None
         limit = self._tokenizer.model_max_length
         # Tokenizers without a known limit report a huge sentinel value.
         own_limit = limit if isinstance(limit, int) and limit < 1_000_000 else None

@@ -22,12 +22,10 @@ class RegexTokenizer(Tokenizer):
         try:
             self._regex = re.compile(pattern)
         except re.error as error:
-            raise ConfigurationError(f"tokenizer.pattern: {pattern!r} is not a valid regular expression ({error}).") from None
+            raise ConfigurationError(f"{pattern!r} is not a valid regular expression ({error}).", key="pattern") from None
         if self._regex.groups:
             # findall would return the groups instead of the whole matches.
-            raise ConfigurationError(
-                f"tokenizer.pattern: {pattern!r} has capturing groups; use non-capturing ones, (?:...)."
-            )
+            raise ConfigurationError(f"{pattern!r} has capturing groups; use non-capturing ones, (?:...).", key="pattern")
         self.pattern = pattern
         self.lowercase = lowercase
 

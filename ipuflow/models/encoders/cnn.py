@@ -6,7 +6,7 @@ from typing import Optional, Sequence
 
 import torch
 
-from ipuflow.config import ConfigurationError
+from ipuflow.config import validators
 from ipuflow.models.activations import activation_by_name
 from ipuflow.models.encoders.seq2vec_encoder import Seq2VecEncoder
 
@@ -26,14 +26,13 @@ class CnnEncoder(Seq2VecEncoder):
         output_dim: Optional[int] = None,
     ) -> None:
         super().__init__()
-        if not ngram_filter_sizes or any(size < 1 for size in ngram_filter_sizes):
-            raise ConfigurationError(f"encoder.ngram_filter_sizes: expected positive ints, found {list(ngram_filter_sizes)}.")
+        validators.positive_ints("ngram_filter_sizes", ngram_filter_sizes)
         self.input_dim = input_dim
         self.ngram_filter_sizes = tuple(ngram_filter_sizes)
         self.convolutions = torch.nn.ModuleList(
             torch.nn.Conv1d(input_dim, num_filters, kernel_size=size) for size in self.ngram_filter_sizes
         )
-        self.activation = activation_by_name(conv_layer_activation, "encoder.conv_layer_activation")
+        self.activation = activation_by_name(conv_layer_activation, "conv_layer_activation")
         pooled_dim = num_filters * len(self.ngram_filter_sizes)
         self.projection = torch.nn.Linear(pooled_dim, output_dim) if output_dim is not None else None
         self.output_dim = output_dim if output_dim is not None else pooled_dim

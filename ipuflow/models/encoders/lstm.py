@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from ipuflow.config import ConfigurationError
+from ipuflow.config import validators
 from ipuflow.models.encoders.seq2vec_encoder import Seq2VecEncoder
 
 
@@ -29,8 +29,8 @@ class LstmEncoder(Seq2VecEncoder):
         dropout: float = 0.0,
     ) -> None:
         super().__init__()
-        if num_layers < 1:
-            raise ConfigurationError(f"encoder.num_layers: expected a positive int, found {num_layers}.")
+        validators.positive_int("num_layers", num_layers)
+        validators.probability("dropout", dropout)
         self.input_dim = input_dim
         self.hidden_size = hidden_size
         self.bidirectional = bidirectional

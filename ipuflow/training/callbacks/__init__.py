@@ -6,7 +6,6 @@ from ipuflow.training.callbacks.epoch_callback import EpochCallback
 from ipuflow.training.callbacks.console_metrics import ConsoleMetricsCallback
 from ipuflow.training.callbacks.early_stopping import EarlyStoppingCallback
 from ipuflow.training.callbacks.memory_usage import TensorBoardMemoryUsage
-from ipuflow.training.callbacks.optuna_pruning import OptunaPruningCallback
 from ipuflow.training.callbacks.progress import ProgressCallback
 from ipuflow.training.callbacks.tensorboard import TensorBoardCallback
 from ipuflow.training.callbacks.track_epoch import TrackEpochCallback
@@ -19,7 +18,6 @@ __all__ = [
     "ConsoleMetricsCallback",
     "EarlyStoppingCallback",
     "TensorBoardMemoryUsage",
-    "OptunaPruningCallback",
     "ProgressCallback",
     "TensorBoardCallback",
     "TrackEpochCallback",

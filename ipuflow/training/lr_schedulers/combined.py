@@ -6,7 +6,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 
-from ipuflow.config import ConfigurationError, Lazy
+from ipuflow.config import ConfigurationError, Lazy, validators
 from ipuflow.training.lr_schedulers.learning_rate_scheduler import LearningRateScheduler
 
 
@@ -29,12 +29,9 @@ class CombinedLearningRateScheduler(LearningRateScheduler):
     ) -> None:
         super().__init__(optimizer, last_epoch)
         if not schedulers:
-            raise ConfigurationError("trainer.learning_rate_scheduler.schedulers: expected at least one [num_epochs, scheduler]")
+            raise ConfigurationError(key="schedulers", expected="at least one [num_epochs, scheduler]", found=[])
         for index, (span, _) in enumerate(schedulers):
-            if not isinstance(span, int) or span <= 0:
-                raise ConfigurationError(
-                    f"trainer.learning_rate_scheduler.schedulers.{index}.0: expected a positive number of epochs, found {span!r}"
-                )
+            validators.positive_int(f"schedulers.{index}.0", span)
         self.schedulers = schedulers
         self.num_steps_per_epoch = num_steps_per_epoch
         self.validation_metric = validation_metric

@@ -8,7 +8,7 @@ from typing import List
 
 import torch
 
-from ipuflow.config import ConfigurationError
+from ipuflow.config import validators
 from ipuflow.training.lr_schedulers.learning_rate_scheduler import LearningRateScheduler
 
 logger = logging.getLogger(__name__)
@@ -30,10 +30,8 @@ class CosineWithRestarts(LearningRateScheduler):
         eta_mul: float = 1.0,
         last_epoch: int = -1,
     ) -> None:
-        if t_initial <= 0:
-            raise ConfigurationError(f"trainer.learning_rate_scheduler.t_initial: expected > 0, found {t_initial}")
-        if eta_min < 0:
-            raise ConfigurationError(f"trainer.learning_rate_scheduler.eta_min: expected >= 0, found {eta_min}")
+        validators.positive_int("t_initial", t_initial)
+        validators.non_negative_number("eta_min", eta_min)
         if t_initial == 1 and t_mul == 1 and eta_mul == 1:
             logger.warning("cosine with t_initial=1, t_mul=1 and eta_mul=1 keeps the lr constant")
         super().__init__(optimizer, last_epoch)

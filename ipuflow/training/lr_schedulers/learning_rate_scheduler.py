@@ -22,7 +22,7 @@ def require_steps(name: str, num_epochs: object, num_steps_per_epoch: object) ->
 
     if num_epochs is None or num_steps_per_epoch is None:
         raise ConfigurationError(
-            f"trainer.learning_rate_scheduler ({name}) needs num_epochs and num_steps_per_epoch; the trainer "
-            f"injects them when the data loader has a length (found num_epochs={num_epochs}, "
-            f"num_steps_per_epoch={num_steps_per_epoch})"
+            f"{name} needs num_epochs and num_steps_per_epoch; the trainer injects them when the data loader has "
+            f"a length (found num_epochs={num_epochs}, num_steps_per_epoch={num_steps_per_epoch}).",
+            key="",
         )

@@ -102,8 +102,9 @@ class ReduceOnPlateauLearningRateScheduler(_TorchEpochScheduler):
         derived_mode = "min" if self._sign < 0 else "max"
         if mode is not None and mode != derived_mode:
             raise ConfigurationError(
-                f"trainer.learning_rate_scheduler.mode: {mode!r} contradicts trainer.validation_metric "
-                f"{validation_metric!r}, which asks for {derived_mode!r}; leave mode out to derive it"
+                f"{mode!r} contradicts trainer.validation_metric {validation_metric!r}, which asks for "
+                f"{derived_mode!r}; leave mode out to derive it.",
+                key="mode",
             )
         self.mode = derived_mode
         self.torch_scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(
@@ -121,8 +122,8 @@ class ReduceOnPlateauLearningRateScheduler(_TorchEpochScheduler):
     def step(self, metric: Optional[float] = None) -> None:
         if metric is None:
             raise ConfigurationError(
-                "trainer.learning_rate_scheduler: reduce_on_plateau needs a validation metric every epoch; "
-                "give the trainer a validation_data_loader"
+                "reduce_on_plateau needs a validation metric every epoch; give the trainer a validation_data_loader.",
+                path="trainer.learning_rate_scheduler",
             )
         self.last_epoch += 1
         self.metric = metric

@@ -107,8 +107,7 @@ class _CosineWithWarmup(UpdateFactorScheduler):
         self.warmup_steps = warmup_updates(name, warmup_steps, warmup_ratio, num_training_steps, num_warmup_steps)
         if num_training_steps <= self.warmup_steps:
             raise ConfigurationError(
-                f"trainer.learning_rate_scheduler.num_training_steps: expected more than warmup_steps "
-                f"({self.warmup_steps}), found {num_training_steps}"
+                key="num_training_steps", expected=f"more than warmup_steps ({self.warmup_steps})", found=num_training_steps
             )
         self.num_training_steps = num_training_steps
         self.num_cycles = num_cycles
@@ -208,7 +207,7 @@ class NoamLR(UpdateFactorScheduler):
         self.model_size = model_size
         self.warmup_steps = warmup_updates("noam", warmup_steps, warmup_ratio, run_updates(num_epochs, num_steps_per_epoch))
         if self.warmup_steps < 1:
-            raise ConfigurationError("trainer.learning_rate_scheduler.warmup_steps: noam needs at least 1 warm-up update.")
+            raise ConfigurationError("noam needs at least 1 warm-up update.", key="warmup_steps")
         self.noam_factor = factor
         self.step_batch(1)
 

@@ -23,9 +23,8 @@ from ipuflow.config import ConfigurationError, Params
 from ipuflow.config.import_policy import ArchiveImportPolicy, recorded_packages
 from ipuflow.config.params import with_overrides
 from ipuflow.storage import ChecksumMismatch, file_sha256, verify_sha256, write_atomically
-from ipuflow.experiment.serialization_dir import (
-    ARCHIVE_NAME, BEST_WEIGHTS_NAME, CONFIG_NAME, META_NAME, VOCABULARY_DIR,
-)
+from ipuflow.experiment.serialization_dir import ARCHIVE_NAME, CONFIG_NAME, META_NAME, VOCABULARY_DIR
+from ipuflow.training.checkpointer import BEST_WEIGHTS_NAME
 
 WEIGHTS_NAME = "weights.safetensors"
 # The SHA-256 of the weights, in `sha256sum` format, checked when the archive is loaded.
@@ -140,7 +139,7 @@ def load_archive(path: Union[str, Path], overrides: Union[str, Dict[str, Any]] =
     does). Nothing the archive names is imported otherwise.
     """
     if include_packages:
-        from ipuflow.config.plugins import include_packages as include
+        from ipuflow.plugins import include_packages as include
 
         include(include_packages)
     path = Path(path)

@@ -56,7 +56,7 @@ class OptunaPruningCallback(TrainerCallback):
         pruner: the SEARCH's pruner block, e.g. {"type": "median", "n_warmup_steps": 1}.
         """
         super().__init__(serialization_dir)
-        parse_validation_metric(metric)  # a bad metric is an error now, not after the first epoch
+        parse_validation_metric(metric, key="metric")  # a bad metric is an error now, not after the first epoch
         self.storage_url = storage
         self.study_name = study_name
         self.trial_number = trial_number

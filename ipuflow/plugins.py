@@ -1,4 +1,9 @@
-"""Loading user components: `--include-package` and the `ipuflow.plugins` entry-point group."""
+"""Loading components: ipuflow's own, the installed `ipuflow.plugins` entry points, and `--include-package`.
+
+This module sits outside `ipuflow.config` because it names the packages that register components
+(data, models, training, ...): the config system below them must not know them. It imports them
+only when asked to (by name, with importlib), so importing it costs nothing.
+"""
 
 from __future__ import annotations
 
@@ -8,17 +13,17 @@ import os
 import pkgutil
 import sys
 from importlib import metadata
-from typing import Iterable, List, Tuple
+from typing import Iterable, List
 
 from ipuflow.config.errors import ConfigurationError
+from ipuflow.config.import_policy import ENTRY_POINT_GROUP, remember_included
 
 logger = logging.getLogger(__name__)
 
-ENTRY_POINT_GROUP = "ipuflow.plugins"
-
-# The packages this process was asked to include (`--include-package`, `include_packages`), in order.
-# Configs from archives may name classes in them; meta.json records them for the archive's users.
-_included: List[str] = []
+BUILTIN_PACKAGES = ("ipuflow.data", "ipuflow.models", "ipuflow.metrics", "ipuflow.execution",
+                    "ipuflow.training", "ipuflow.predictors", "ipuflow.evaluation", "ipuflow.experiment",
+                    "ipuflow.tuning.pruning_callback")
+"""The packages and modules whose import registers ipuflow's own components."""
 
 
 def import_module_and_submodules(package_name: str) -> None:
@@ -51,16 +56,6 @@ def import_module_and_submodules(package_name: str) -> None:
             sys.path.remove(cwd)
 
 
-def included_packages() -> List[str]:
-    """The packages included so far in this process (`--include-package`), in the order given."""
-    return list(_included)
-
-
-def plugin_modules() -> Tuple[str, ...]:
-    """The modules that the installed `ipuflow.plugins` entry points name."""
-    return tuple(entry_point.value.split(":")[0].strip() for entry_point in metadata.entry_points(group=ENTRY_POINT_GROUP))
-
-
 def import_plugins() -> List[str]:
     """Import every module registered under the `ipuflow.plugins` entry-point group; return their names.
 
@@ -82,12 +77,7 @@ def include_packages(packages: Iterable[str]) -> None:
     import_plugins()
     for package in packages:
         import_module_and_submodules(package)
-        if package not in _included:
-            _included.append(package)
-
-
-BUILTIN_PACKAGES = ("ipuflow.data", "ipuflow.models", "ipuflow.metrics", "ipuflow.execution",
-                    "ipuflow.training", "ipuflow.predictors", "ipuflow.evaluation", "ipuflow.experiment")
+        remember_included(package)
 
 
 def import_builtin_components() -> None:
