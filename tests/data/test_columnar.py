@@ -275,13 +275,20 @@ def test_a_reader_that_only_overrides_read_still_gives_a_columnar_dataset(cache_
     assert len(dataset) == 3 and dataset.indexed(vocab)[2] == {"tokens": [2, 3], "label": 0}
 
 
-def test_worker_processes_build_the_same_dataset(cache_dir, tmp_path):
+@pytest.mark.parametrize("tokenizer", [None, {"max_tokens": 5}], ids=["whitespace", "regex"])
+def test_worker_processes_build_the_same_dataset(cache_dir, tmp_path, tokenizer):
     rng = numpy.random.default_rng(1)
-    words = [f"w{index}" for index in range(3000)]
-    records = [{"text": " ".join(rng.choice(words, size=int(rng.integers(1, 12)))), "label": str(index % 4)} for index in range(20_000)]
+    words = [f"w{index}" for index in range(3000)] + ["Don't", "it's", "--", "ΣΑΣ"]
+    records = [{"text": " ".join(rng.choice(words, size=int(rng.integers(0, 12)))), "label": str(index % 4)} for index in range(20_000)]
     path = write_lines(tmp_path / "d.jsonl", records)
-    serial = TextClassificationJsonReader(cache=False).read_columnar(path)
-    parallel = TextClassificationJsonReader(cache=False, num_workers=2).read_columnar(path)
+    settings = {} if tokenizer is None else {"tokenizer": RegexTokenizer(), **tokenizer}
+    serial = TextClassificationJsonReader(cache=False, **settings).read_columnar(path)
+    parallel = TextClassificationJsonReader(cache=False, num_workers=2, **settings).read_columnar(path)
+    if tokenizer is not None:  # and both hold what the instance path reads
+        instances = TextClassificationJsonReader(**settings).read(path)
+        vocab = Vocabulary.from_instances(instances)
+        indexed = serial.indexed(vocab)
+        assert [indexed[i]["tokens"] for i in range(0, 20_000, 97)] == [instances[i].index(vocab)["tokens"] for i in range(0, 20_000, 97)]
     assert serial._types == parallel._types
     for name in ("tokens", "label"):
         for part in serial._arrays[name]:

@@ -12,7 +12,7 @@ import itertools
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, Dict, List, Optional, Sequence
+from typing import Any, BinaryIO, Dict, List, Optional, Sequence, Tuple
 
 import numpy
 
@@ -38,7 +38,7 @@ class FieldBatch:
     the vocabulary namespace of `TOKENS` and `LABELS`."""
 
     kind: str
-    values: Any  # TOKENS: lists of strings or InternedTokens
+    values: Any  # TOKENS: lists of strings, InternedTokens or SeparatedTokens
     namespace: Optional[str] = None
 
     def __len__(self) -> int:
@@ -69,6 +69,15 @@ class InternedTokens:
         ids = numpy.fromiter(map(local.__getitem__, flat), dtype=numpy.int32, count=len(flat))
         return cls(types, ids, lengths)
 
+    @classmethod
+    def from_labels(cls, labels: Sequence[Any]) -> "InternedTokens":
+        """Intern one label per record (as strings: the vocabulary holds labels as strings)."""
+        strings = list(map(str, labels))
+        types = sorted(set(strings))
+        local = dict(zip(types, range(len(types))))
+        ids = numpy.fromiter(map(local.__getitem__, strings), dtype=numpy.int32, count=len(strings))
+        return cls(types, ids, numpy.ones(len(strings), dtype=numpy.int64))
+
     def __len__(self) -> int:
         return len(self.lengths)
 
@@ -77,6 +86,54 @@ class InternedTokens:
             raise IndexError("InternedTokens are cut from the front only.")
         lengths = self.lengths[records]
         return InternedTokens(self.types, self.ids[: int(lengths.sum())], lengths)
+
+
+@dataclass
+class SeparatedTokens:
+    """A batch's tokens as one flat list, with the token `separator` between one record's tokens and
+    the next's, each record to be cut to `max_tokens`: what a tokenizer that matches a whole batch
+    at once gives, interned straight into a namespace's table without a Python list per record."""
+
+    flat: List[str]
+    separator: str
+    records: int
+    max_tokens: Optional[int] = None
+
+    def __len__(self) -> int:
+        return self.records
+
+    def interned(self) -> InternedTokens:
+        """These tokens interned within the batch (what worker processes send back)."""
+        types = sorted(set(self.flat))  # sorted: ids never depend on string hashing
+        local = dict(zip(types, range(len(types))))
+        ids = numpy.fromiter(map(local.__getitem__, self.flat), dtype=numpy.int32, count=len(self.flat))
+        cut = local.get(self.separator)
+        if cut is not None:
+            types.pop(cut)
+            boundary = ids == cut
+            ids -= ids > cut
+        else:
+            boundary = numpy.zeros(len(ids), dtype=bool)
+        kept, lengths = self.split(ids, boundary)
+        return InternedTokens(types, kept, lengths)
+
+    def split(self, ids: numpy.ndarray, boundary: numpy.ndarray) -> Tuple[numpy.ndarray, numpy.ndarray]:
+        """The ids of the flat tokens without the separators (where `boundary`) and past
+        `max_tokens` of a record, and each record's length."""
+        ends = numpy.flatnonzero(boundary)
+        if len(ends) != self.records - 1:
+            raise ValueError(f"SeparatedTokens: {len(ends) + 1} token lists for {self.records} records.")
+        starts = numpy.concatenate([[0], ends + 1])
+        lengths = numpy.concatenate([ends, [len(ids)]]) - starts
+        keep = ~boundary
+        if self.max_tokens is not None and int(lengths.max(initial=0)) > self.max_tokens:
+            position = numpy.arange(len(ids)) - starts[numpy.cumsum(boundary)]
+            keep &= position < self.max_tokens
+            lengths = numpy.minimum(lengths, self.max_tokens)
+        return ids[keep], lengths.astype(numpy.int64)
+
+    def __getitem__(self, records: slice) -> InternedTokens:
+        return self.interned()[records]
 
 
 class _TypeTable:
@@ -94,11 +151,31 @@ class _TypeTable:
                 ids[string] = len(ids)
         mapping = numpy.fromiter(map(ids.__getitem__, tokens.types), dtype=numpy.int32, count=len(tokens.types))
         typed = mapping[tokens.ids] if len(tokens.ids) else numpy.zeros(0, dtype=numpy.int32)
+        self._count(typed)
+        return typed
+
+    def add_separated(self, tokens: SeparatedTokens) -> Tuple[numpy.ndarray, numpy.ndarray]:
+        """The namespace's type ids of `tokens` and each record's length, counted; new strings get
+        the next ids in sorted order, as `add` gives them (so workers or not, the ids agree)."""
+        ids = self.ids
+        new = set(tokens.flat).difference(ids)
+        new.discard(tokens.separator)
+        ids.update(zip(sorted(new), itertools.count(len(ids))))
+        ids[tokens.separator] = -1  # removed again below: it is no type of the namespace
+        try:
+            flat_ids = numpy.fromiter(map(ids.__getitem__, tokens.flat), dtype=numpy.int32, count=len(tokens.flat))
+        finally:
+            del ids[tokens.separator]
+        typed, lengths = tokens.split(flat_ids, flat_ids < 0)
+        self._count(typed)
+        return typed, lengths
+
+    def _count(self, typed: numpy.ndarray) -> None:
+        ids = self.ids
         counts = numpy.bincount(typed, minlength=len(ids)) if len(typed) else numpy.zeros(len(ids), dtype=numpy.int64)
         if len(counts) > len(self.counts):
             self.counts = numpy.concatenate([self.counts, numpy.zeros(len(counts) - len(self.counts), dtype=numpy.int64)])
         self.counts[: len(counts)] += counts
-        return typed
 
 
 class _ColumnWriter:
@@ -124,9 +201,13 @@ class _ColumnWriter:
                 "between records; every record needs the same fields."
             )
         if self.kind == TOKENS:
-            interned = batch.values if isinstance(batch.values, InternedTokens) else InternedTokens.from_lists(batch.values)
-            lengths = interned.lengths
-            values = types.setdefault(self.namespace or "", _TypeTable()).add(interned)
+            table = types.setdefault(self.namespace or "", _TypeTable())
+            if isinstance(batch.values, SeparatedTokens):
+                values, lengths = table.add_separated(batch.values)
+            else:
+                interned = batch.values if isinstance(batch.values, InternedTokens) else InternedTokens.from_lists(batch.values)
+                lengths = interned.lengths
+                values = table.add(interned)
         elif self.kind == TOKEN_IDS:
             lengths = numpy.fromiter(map(len, batch.values), dtype=numpy.int64, count=len(batch))
             values = numpy.fromiter(itertools.chain.from_iterable(batch.values), dtype=numpy.int32, count=int(lengths.sum()))
@@ -137,7 +218,7 @@ class _ColumnWriter:
             self.longest = max(self.longest, int(lengths.max()) if len(lengths) else 0)
             self._offsets.write(offsets.astype(numpy.int64).tobytes())  # type: ignore[union-attr]
         elif self.kind == LABELS:
-            labels = InternedTokens.from_lists([[str(value)] for value in batch.values])
+            labels = InternedTokens.from_labels(batch.values)
             values = types.setdefault(self.namespace or "", _TypeTable()).add(labels)
         elif self.kind == INTS:
             values = numpy.asarray(batch.values, dtype=numpy.int64)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import itertools
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Union
@@ -15,6 +17,19 @@ from ipuflow.data.instance import Instance
 
 RECORDS_PER_BATCH = 8192
 """Records tokenized and written together when building a columnar dataset."""
+
+
+@contextlib.contextmanager
+def garbage_collection_paused() -> Iterator[None]:
+    """Pause Python's cycle collector: a build makes millions of short-lived lists and strings that
+    form no cycles, and the collector's passes over them cost a fifth of the build's time."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 class DatasetReader(Registrable):
@@ -83,13 +98,14 @@ class DatasetReader(Registrable):
 
     def _build(self, path: Path, directory: Path) -> None:
         builder = ColumnarBuilder(directory)
-        for batch in self.field_batches(path):
-            if self.max_instances is not None:
-                left = self.max_instances - builder.size
-                if left <= 0:
-                    break
-                batch = {name: values.head(left) for name, values in batch.items()}
-            builder.add(batch)
+        with garbage_collection_paused():
+            for batch in self.field_batches(path):
+                if self.max_instances is not None:
+                    left = self.max_instances - builder.size
+                    if left <= 0:
+                        break
+                    batch = {name: values.head(left) for name, values in batch.items()}
+                builder.add(batch)
         builder.finish()
 
     def field_batches(self, path: Path) -> Iterator[Dict[str, FieldBatch]]:
