@@ -297,3 +297,30 @@ def test_worker_processes_build_the_same_dataset(cache_dir, tmp_path, tokenizer)
     write_lines(path, records)
     with pytest.raises(ConfigurationError, match=r"d\.jsonl:15001: the text 'text' must be a string"):
         TextClassificationJsonReader(num_workers=2).read_columnar(path)
+
+
+def test_csv_reader_builds_in_batches_what_its_instances_hold(cache_dir, tmp_path, monkeypatch):
+    from ipuflow.data import TextClassificationCsvReader
+    from ipuflow.data.readers import text_classification_json
+
+    monkeypatch.setattr(text_classification_json, "RECORDS_PER_BATCH", 7)  # several batches from a small file
+    rows = ["text,label", '"A line\nbroken inside quotes, with a comma",pos'] + [f"Row {index} It's FINE!,{'pos' if index % 3 else 'neg'}" for index in range(40)]
+    path = tmp_path / "d.csv"
+    path.write_text("\n".join(rows[:20]) + "\n\n" + "\n".join(rows[20:]) + "\n")
+    reader = TextClassificationCsvReader(tokenizer=RegexTokenizer(), max_tokens=4)
+    calls = []
+    original = RegexTokenizer.batch_field
+    monkeypatch.setattr(RegexTokenizer, "batch_field", lambda self, texts, *args: calls.append(len(texts)) or original(self, texts, *args))
+    instances = reader.read(path)
+    dataset = reader.read_columnar(path)
+    assert calls == [7] * 5 + [6]  # one batched call per batch of rows, none per row
+    vocab = Vocabulary.from_instances(instances)
+    indexed = dataset.indexed(vocab)
+    assert [indexed[index] for index in range(len(indexed))] == [without_metadata(instance.index(vocab)) for instance in instances]
+    unlabelled = tmp_path / "u.tsv"
+    unlabelled.write_text("sentence\tother\nA fine film.\tx\nDull.\ty\n")
+    dataset = TextClassificationCsvReader(text_column="sentence", delimiter="\t").read_columnar(unlabelled)
+    assert [field["name"] for field in dataset.fields] == ["tokens"] and len(dataset) == 2
+    path.write_text("text,label\na,pos\nb,pos,extra\n")
+    with pytest.raises(ConfigurationError, match=r"d\.csv:3: expected 2 fields as in the header, found 3"):
+        reader.read_columnar(path)
