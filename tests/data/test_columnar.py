@@ -324,3 +324,40 @@ def test_csv_reader_builds_in_batches_what_its_instances_hold(cache_dir, tmp_pat
     path.write_text("text,label\na,pos\nb,pos,extra\n")
     with pytest.raises(ConfigurationError, match=r"d\.csv:3: expected 2 fields as in the header, found 3"):
         reader.read_columnar(path)
+
+
+def fields_of(instance) -> dict:
+    """An instance's fields as plain values, for comparing instances from different paths."""
+    plain = {}
+    for name, field in instance.fields.items():
+        if hasattr(field, "tokens"):
+            plain[name] = (list(field.tokens), field.token_ids)
+        elif hasattr(field, "label"):
+            plain[name] = field.label
+        elif hasattr(field, "values"):
+            plain[name] = numpy.asarray(field.values).tolist()
+        else:
+            plain[name] = field.value
+    return plain
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_metadata_is_kept_on_request_and_instances_read_back_as_the_reader_gives_them(cache_dir, tmp_path, num_workers):
+    records = [{"text": f"Text {index}: It's fine!", "label": ["a", "b"][index % 2], "doc": {"n": index // 3}} for index in range(30)]
+    path = write_lines(tmp_path / "d.jsonl", records)
+    reader = TextClassificationJsonReader(tokenizer=RegexTokenizer(), id_key="doc", num_workers=num_workers)
+    plain = reader.read_columnar(path)
+    with_metadata = reader.read_columnar(path, metadata=True)
+    assert plain.directory != with_metadata.directory  # a cache entry of its own: training's stays lean
+    assert [field["name"] for field in plain.fields] == ["tokens", "label"]
+    expected = [fields_of(instance) for instance in reader.read(path)]
+    assert [fields_of(instance) for instance in with_metadata.instances()] == expected
+    vocab = Vocabulary.from_instances([plain])
+    assert with_metadata.indexed(vocab)[4]["id"] == {"n": 1} and with_metadata.indexed(vocab)[4]["text"] == records[4]["text"]
+    records[7].pop("doc")
+    write_lines(path, records)
+    with pytest.raises(ConfigurationError, match=r"d\.jsonl:8: no key 'doc'"):
+        reader.read_columnar(path, metadata=True)
+    tensors = TensorClassificationReader()  # the generic path, from instances
+    dataset = tensors.read_columnar(FIXTURES / "tensor_classification.jsonl", metadata=True)
+    assert [fields_of(i) for i in dataset.instances()] == [fields_of(i) for i in tensors.read(FIXTURES / "tensor_classification.jsonl")]

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Dict, List, Optional, Sequence, Tuple
 
 import numpy
+import orjson
 
 from ipuflow.config import ConfigurationError
 
@@ -28,8 +29,9 @@ TOKEN_IDS = "token ids"  # lists of ids a pretrained tokenizer gave (no vocabula
 LABELS = "labels"  # one string per record, interned in a namespace
 INTS = "ints"  # one int per record, its own id
 VECTORS = "vectors"  # one fixed-shape float vector per record
+JSON_VALUES = "json values"  # one JSON value per record (metadata: never batched, kept for postprocessors)
 
-FIELD_KINDS = (TOKENS, TOKEN_IDS, LABELS, INTS, VECTORS)
+FIELD_KINDS = (TOKENS, TOKEN_IDS, LABELS, INTS, VECTORS, JSON_VALUES)
 
 
 @dataclass
@@ -186,7 +188,7 @@ class _ColumnWriter:
         self.kind = batch.kind
         self.namespace = batch.namespace
         self.prefix = f"field{position}"
-        self.sequence = batch.kind in (TOKENS, TOKEN_IDS)
+        self.sequence = batch.kind in (TOKENS, TOKEN_IDS, JSON_VALUES)
         self.shape: Optional[List[int]] = None
         self.rows = 0
         self.total = 0  # sequences: tokens written so far
@@ -211,6 +213,13 @@ class _ColumnWriter:
         elif self.kind == TOKEN_IDS:
             lengths = numpy.fromiter(map(len, batch.values), dtype=numpy.int64, count=len(batch))
             values = numpy.fromiter(itertools.chain.from_iterable(batch.values), dtype=numpy.int32, count=int(lengths.sum()))
+        elif self.kind == JSON_VALUES:
+            try:
+                encoded = list(map(orjson.dumps, batch.values))
+            except TypeError as error:
+                raise ConfigurationError(f"Field {self.name!r} holds a value that is not JSON ({error}).") from None
+            lengths = numpy.fromiter(map(len, encoded), dtype=numpy.int64, count=len(encoded))
+            values = numpy.frombuffer(b"".join(encoded), dtype=numpy.uint8)
         if self.sequence:
             ends = numpy.cumsum(lengths) + self.total
             offsets = ends - lengths
@@ -241,7 +250,7 @@ class _ColumnWriter:
             "kind": self.kind,
             "namespace": self.namespace,
             "prefix": self.prefix,
-            "dtype": {TOKENS: "int32", TOKEN_IDS: "int32", LABELS: "int32", INTS: "int64", VECTORS: "float32"}[self.kind],
+            "dtype": {TOKENS: "int32", TOKEN_IDS: "int32", LABELS: "int32", INTS: "int64", VECTORS: "float32", JSON_VALUES: "uint8"}[self.kind],
             "shape": self.shape,
             "tokens": self.total,
             "longest": self.longest,

@@ -54,11 +54,12 @@ class TextClassificationCsvReader(DatasetReader):
         for text, label in self._rows(path):
             yield self.text_to_instance(text, label)
 
-    def field_batches(self, path: Path) -> Iterator[Dict[str, FieldBatch]]:
+    def field_batches(self, path: Path, metadata: bool = False) -> Iterator[Dict[str, FieldBatch]]:
         """Batches of rows, each text column tokenized with one batched tokenizer call (metadata
-        is left out)."""
+        only if `metadata`)."""
         records = ((text, None, label) for text, label in self._rows(path))
-        yield from text_classification_batches(self.tokenizer, records, self.max_tokens, self.label_namespace)
+        yield from text_classification_batches(self.tokenizer, records, self.max_tokens, self.label_namespace,
+                                               keep_text=metadata and self.keep_text)
 
     def _rows(self, path: Path) -> Iterator[Tuple[str, Optional[str]]]:
         """(text, label or None) for each row of the file at `path`."""
