@@ -361,3 +361,17 @@ def test_metadata_is_kept_on_request_and_instances_read_back_as_the_reader_gives
     tensors = TensorClassificationReader()  # the generic path, from instances
     dataset = tensors.read_columnar(FIXTURES / "tensor_classification.jsonl", metadata=True)
     assert [fields_of(i) for i in dataset.instances()] == [fields_of(i) for i in tensors.read(FIXTURES / "tensor_classification.jsonl")]
+
+
+def test_a_nul_token_from_one_batch_survives_the_separator_of_the_next(cache_dir, tmp_path, monkeypatch):
+    from ipuflow.data.readers import text_classification_json
+
+    monkeypatch.setattr(text_classification_json, "RECORDS_PER_BATCH", 2)
+    texts = ["a \x00 b", "\x00", "b a", "c", "\x00 c", "d"]  # batches 1 and 3 hold NULs (tokenized text by text), 2 not
+    records = [{"text": text, "label": "x"} for text in texts]
+    path = write_lines(tmp_path / "d.jsonl", records)
+    reader = TextClassificationJsonReader(tokenizer=RegexTokenizer())
+    instances = reader.read(path)
+    vocab = Vocabulary.from_instances(instances)
+    dataset = reader.read_columnar(path).indexed(vocab)
+    assert [dataset[i] for i in range(6)] == [without_metadata(instance.index(vocab)) for instance in instances]

@@ -51,9 +51,40 @@ class FieldBatch:
         return FieldBatch(self.kind, self.values[:count], self.namespace)
 
 
+class _Ids(Dict[str, int]):
+    """String → id, where a string not seen before gets the next id (0, 1, ...) when looked up: so
+    `map(ids.__getitem__, strings)` interns in one pass in C, calling Python only for new strings,
+    and ids follow the order in which strings first occur."""
+
+    __slots__ = ("next_id",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.next_id = 0
+
+    def __missing__(self, string: str) -> int:
+        self[string] = self.next_id
+        self.next_id += 1
+        return self.next_id - 1
+
+    def ids_of(self, strings: Sequence[str], separator: Optional[str] = None) -> numpy.ndarray:
+        """The ids of `strings` (interning new ones), with -1 for `separator`, which gets no id."""
+        if separator is None:
+            return numpy.fromiter(map(self.__getitem__, strings), dtype=numpy.int32, count=len(strings))
+        own_id = dict.get(self, separator)  # a batch tokenized otherwise may have made it a type
+        self[separator] = -1
+        try:
+            return numpy.fromiter(map(self.__getitem__, strings), dtype=numpy.int32, count=len(strings))
+        finally:
+            if own_id is None:
+                del self[separator]
+            else:
+                self[separator] = own_id
+
+
 @dataclass
 class InternedTokens:
-    """A batch's token lists, interned within the batch: `types` (its distinct strings, sorted),
+    """A batch's token lists, interned within the batch: `types` (its distinct strings, in the order they first occur),
     `ids` (every token's index into `types`, the lists back to back) and `lengths` (tokens per
     list). Small to send between processes, and mapped to a namespace's type ids with one gather."""
 
@@ -63,22 +94,18 @@ class InternedTokens:
 
     @classmethod
     def from_lists(cls, token_lists: Sequence[Sequence[str]]) -> "InternedTokens":
-        """Intern `token_lists` (set operations and `map` run in C, not a Python loop per token)."""
+        """Intern `token_lists` (`map` runs in C, not a Python loop per token)."""
         lengths = numpy.fromiter(map(len, token_lists), dtype=numpy.int64, count=len(token_lists))
-        flat = list(itertools.chain.from_iterable(token_lists))
-        types = sorted(set(flat))  # sorted: ids never depend on string hashing
-        local = dict(zip(types, range(len(types))))
-        ids = numpy.fromiter(map(local.__getitem__, flat), dtype=numpy.int32, count=len(flat))
-        return cls(types, ids, lengths)
+        local = _Ids()
+        ids = local.ids_of(list(itertools.chain.from_iterable(token_lists)))
+        return cls(list(local), ids, lengths)
 
     @classmethod
     def from_labels(cls, labels: Sequence[Any]) -> "InternedTokens":
         """Intern one label per record (as strings: the vocabulary holds labels as strings)."""
-        strings = list(map(str, labels))
-        types = sorted(set(strings))
-        local = dict(zip(types, range(len(types))))
-        ids = numpy.fromiter(map(local.__getitem__, strings), dtype=numpy.int32, count=len(strings))
-        return cls(types, ids, numpy.ones(len(strings), dtype=numpy.int64))
+        local = _Ids()
+        ids = local.ids_of(list(map(str, labels)))
+        return cls(list(local), ids, numpy.ones(len(ids), dtype=numpy.int64))
 
     def __len__(self) -> int:
         return len(self.lengths)
@@ -106,22 +133,14 @@ class SeparatedTokens:
 
     def interned(self) -> InternedTokens:
         """These tokens interned within the batch (what worker processes send back)."""
-        types = sorted(set(self.flat))  # sorted: ids never depend on string hashing
-        local = dict(zip(types, range(len(types))))
-        ids = numpy.fromiter(map(local.__getitem__, self.flat), dtype=numpy.int32, count=len(self.flat))
-        cut = local.get(self.separator)
-        if cut is not None:
-            types.pop(cut)
-            boundary = ids == cut
-            ids -= ids > cut
-        else:
-            boundary = numpy.zeros(len(ids), dtype=bool)
-        kept, lengths = self.split(ids, boundary)
-        return InternedTokens(types, kept, lengths)
+        local = _Ids()
+        kept, lengths = self.split(local.ids_of(self.flat, self.separator))
+        return InternedTokens(list(local), kept, lengths)
 
-    def split(self, ids: numpy.ndarray, boundary: numpy.ndarray) -> Tuple[numpy.ndarray, numpy.ndarray]:
-        """The ids of the flat tokens without the separators (where `boundary`) and past
+    def split(self, ids: numpy.ndarray) -> Tuple[numpy.ndarray, numpy.ndarray]:
+        """The ids of the flat tokens (-1 for the separators) without the separators and those past
         `max_tokens` of a record, and each record's length."""
+        boundary = ids < 0
         ends = numpy.flatnonzero(boundary)
         if len(ends) != self.records - 1:
             raise ValueError(f"SeparatedTokens: {len(ends) + 1} token lists for {self.records} records.")
@@ -139,36 +158,22 @@ class SeparatedTokens:
 
 
 class _TypeTable:
-    """The distinct strings of one namespace (in the order batches brought them) and how often each occurred."""
+    """The distinct strings of one namespace (in the order they first occurred) and how often each occurred."""
 
     def __init__(self) -> None:
-        self.ids: Dict[str, int] = {}
+        self.ids = _Ids()
         self.counts = numpy.zeros(0, dtype=numpy.int64)
 
     def add(self, tokens: InternedTokens) -> numpy.ndarray:
         """The namespace's type ids of `tokens` (new strings get the next ids), counted."""
-        ids = self.ids
-        for string in tokens.types:  # sorted, so new strings get ids in sorted order
-            if string not in ids:
-                ids[string] = len(ids)
-        mapping = numpy.fromiter(map(ids.__getitem__, tokens.types), dtype=numpy.int32, count=len(tokens.types))
+        mapping = self.ids.ids_of(tokens.types)  # in first-occurrence order, so new strings get ids as `add_separated` gives them
         typed = mapping[tokens.ids] if len(tokens.ids) else numpy.zeros(0, dtype=numpy.int32)
         self._count(typed)
         return typed
 
     def add_separated(self, tokens: SeparatedTokens) -> Tuple[numpy.ndarray, numpy.ndarray]:
-        """The namespace's type ids of `tokens` and each record's length, counted; new strings get
-        the next ids in sorted order, as `add` gives them (so workers or not, the ids agree)."""
-        ids = self.ids
-        new = set(tokens.flat).difference(ids)
-        new.discard(tokens.separator)
-        ids.update(zip(sorted(new), itertools.count(len(ids))))
-        ids[tokens.separator] = -1  # removed again below: it is no type of the namespace
-        try:
-            flat_ids = numpy.fromiter(map(ids.__getitem__, tokens.flat), dtype=numpy.int32, count=len(tokens.flat))
-        finally:
-            del ids[tokens.separator]
-        typed, lengths = tokens.split(flat_ids, flat_ids < 0)
+        """The namespace's type ids of `tokens` and each record's length, counted."""
+        typed, lengths = tokens.split(self.ids.ids_of(tokens.flat, tokens.separator))
         self._count(typed)
         return typed, lengths
 
