@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -16,9 +14,6 @@ import pytest
 from ipuflow.data import TextClassificationJsonReader
 from ipuflow.data.columnar.entry_lock import exclusive, exclusive_if_free
 from ipuflow.data.columnar.pruning import MAX_SIZE_ENV, list_entries, parse_size, prune
-
-ROOT = Path(__file__).resolve().parents[2]
-
 
 @pytest.fixture
 def cache_dir(tmp_path, monkeypatch):
@@ -113,25 +108,30 @@ def test_parse_size():
         parse_size("lots", "IPUFLOW_DATA_CACHE_MAX_SIZE")
 
 
-def run_cli(*arguments: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "ipuflow", "cache", *arguments], env=env, capture_output=True, text=True, timeout=120)
+def run_cli(capsys, *arguments: str):
+    """`ipuflow cache ...` in this process: (exit code, stdout, stderr)."""
+    from ipuflow.commands.cli import run
+
+    capsys.readouterr()
+    code = run(["cache", *arguments])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
 
 
-def test_cache_command_lists_and_cleans(cache_dir, tmp_path):
+def test_cache_command_lists_and_cleans(cache_dir, tmp_path, capsys):
     reader = TextClassificationJsonReader()
     old = reader.read_columnar(data_file(tmp_path, "old")).directory
     new = reader.read_columnar(data_file(tmp_path, "new")).directory
     os.utime(old, (time.time() - 10 * 86400, time.time() - 10 * 86400))
-    listed = run_cli("list", "--cache-directory", str(cache_dir))
-    assert listed.returncode == 0, listed.stderr
-    lines = listed.stdout.splitlines()
+    code, out, err = run_cli(capsys, "list", "--cache-directory", str(cache_dir))
+    assert code == 0, err
+    lines = out.splitlines()
     assert lines[0].startswith(old.name[:12]) and "old.jsonl" in lines[0] and "new.jsonl" in lines[1]
     assert lines[-1].startswith("2 entries") and "limit: 20,480.0 MB" in lines[-1]
-    cleaned = run_cli("clean", "--older-than", "7", "--cache-directory", str(cache_dir))
-    assert cleaned.returncode == 0 and "1 entries removed" in cleaned.stdout and keys(cache_dir) == {new.name}
-    assert run_cli("clean", "--all").returncode == 0 and keys(cache_dir) == set()  # $IPUFLOW_DATA_CACHE_DIR
-    usage = run_cli("clean")
-    assert usage.returncode == 2 and "give --all, --older-than DAYS or --max-size SIZE" in usage.stderr
-    bad = run_cli("clean", "--max-size", "big")
-    assert bad.returncode == 2 and "--max-size: expected a size such as 20GB" in bad.stderr
+    code, out, _ = run_cli(capsys, "clean", "--older-than", "7", "--cache-directory", str(cache_dir))
+    assert code == 0 and "1 entries removed" in out and keys(cache_dir) == {new.name}
+    assert run_cli(capsys, "clean", "--all")[0] == 0 and keys(cache_dir) == set()  # $IPUFLOW_DATA_CACHE_DIR
+    code, _, err = run_cli(capsys, "clean")
+    assert code == 2 and "give --all, --older-than DAYS or --max-size SIZE" in err
+    code, _, err = run_cli(capsys, "clean", "--max-size", "big")
+    assert code == 2 and "--max-size: expected a size such as 20GB" in err
