@@ -78,17 +78,23 @@ def run_ipuflow(path: str, cache: str, tokenizer: str, num_workers: int = 0) -> 
     dataset = reader.read_columnar(path)
     vocab = Vocabulary.from_instances([dataset], min_count={"tokens": 2} if tokenizer == "regex" else None)
     loader = FixedShapeDataLoader(dataset.indexed(vocab), batch_size=32, shuffle=True, max_length=MAX_TOKENS)
-    result = {"seconds": time.perf_counter() - started, "cpu_seconds": time.process_time() - cpu, "instances": len(dataset), "batches": len(loader)}
-    # Outside the timed part: the sample rows' tokens, to check that both sides tokenized alike.
+    result = {"seconds": time.perf_counter() - started, "cpu_seconds": time.process_time() - cpu, "instances": len(dataset), "batches": len(loader),
+              "peak_rss_mb": peak_rss_mb()}
+    # Outside the measured part: the sample rows' tokens, to check that both sides tokenized alike.
     values, offsets = dataset._arrays["tokens"]["values"], dataset._arrays["tokens"]["offsets"]
     types = dataset._types.get("tokens")
-    ends = list(offsets[1:]) + [len(values)]
     sample = []
     for row in sample_rows(len(dataset)):
-        ids = values[offsets[row]:ends[row]].tolist()
+        end = int(offsets[row + 1]) if row + 1 < len(dataset) else len(values)
+        ids = values[int(offsets[row]):end].tolist()
         sample.append([types[i] for i in ids] if types is not None else ids)
     result["tokens_sha256"] = digest(sample)
     return result
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident memory so far (MB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def sample_rows(size: int) -> List[int]:
@@ -141,7 +147,8 @@ def run_datasets(path: str, cache: str, tokenizer: str) -> Dict[str, Any]:
             return {"tokens": [findall(text.lower())[:MAX_TOKENS] for text in batch["text"]]}
 
     data = data.map(tokenize, batched=True, batch_size=1000, remove_columns=["text"])
-    result = {"seconds": time.perf_counter() - started, "cpu_seconds": time.process_time() - cpu, "instances": len(data)}
+    result = {"seconds": time.perf_counter() - started, "cpu_seconds": time.process_time() - cpu, "instances": len(data),
+              "peak_rss_mb": peak_rss_mb()}
     result["tokens_sha256"] = digest([data[row]["tokens"] for row in sample_rows(len(data))])
     return result
 
@@ -154,7 +161,7 @@ def child(side: str, path: str, cache: str, tokenizer: str) -> None:
     # Each side reports wall time and CPU seconds (all threads) of the same part, after its imports:
     # on a shared machine wall time depends on the load, CPU time much less.
     result = SIDES[side](path, cache, tokenizer)
-    result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    result.setdefault("peak_rss_mb", peak_rss_mb())
     print("RESULT " + json.dumps(result))
 
 
