@@ -58,6 +58,7 @@ class _LazyGroup(click.Group):
         "tune": ("ipuflow.commands.tune", "tune", "Search hyperparameters with optuna, one training run per trial."),
         "export": ("ipuflow.commands.export", "export", "Export an archived model to ONNX and check it against PyTorch."),
         "components": ("ipuflow.commands.components", "components", "List registered components and their config keys."),
+        "cache": ("ipuflow.commands.cache", "cache", "List or clean the data cache of tokenized datasets."),
     }
 
     def list_commands(self, ctx: click.Context) -> List[str]:

@@ -60,8 +60,9 @@ def _evaluate(archive: Any, input_paths: List[str], batch_size: Optional[int], d
     all_metrics: Dict[str, Any] = {}
     lines: List[str] = []
     for path in input_paths:
-        instances = archive.validation_dataset_reader.read(path)
-        loader = loader_from_config(config, [instance.index(archive.vocab) for instance in instances], batch_size)
+        # Read in batches into a (cached) columnar dataset, as training reads; metadata only for a postprocessor.
+        dataset = archive.validation_dataset_reader.read_columnar(path, metadata=postprocessor is not None)
+        loader = loader_from_config(config, dataset.indexed(archive.vocab), batch_size)
         executor.prepare(loader)
         outputs: List[Dict[str, Any]] = []
 
@@ -72,8 +73,9 @@ def _evaluate(archive: Any, input_paths: List[str], batch_size: Optional[int], d
         keep_outputs = keep_predictions or postprocessor is not None
         with torch.no_grad():
             metrics = evaluate(model, executor, loader, on_outputs=collect if keep_outputs else None)
-        outputs = outputs[: len(instances)]  # the rest padded the last combined batch
+        outputs = outputs[: len(dataset)]  # the rest padded the last combined batch
         if postprocessor is not None:
+            instances = dataset.instances()
             predictions = postprocessor(outputs, instances)
             metrics.update(postprocessor.metrics(predictions, instances))
         else:

@@ -87,8 +87,9 @@ def _predict_all(runner: "BatchPredictor", loaded: Any, input_file: str, output_
 
     try:
         if use_dataset_reader:
-            instances = loaded.validation_dataset_reader.read(input_file)
-            for prediction in runner.predict_instances([({}, instance) for instance in instances]):
+            # Read in batches into a (cached) columnar dataset, as training and evaluation read.
+            dataset = loaded.validation_dataset_reader.read_columnar(input_file)
+            for prediction in runner.predict_dataset(dataset.indexed(loaded.vocab)):
                 write(prediction)
         else:
             if input_file != "-" and not os.path.isfile(input_file):

@@ -99,7 +99,9 @@ def evaluation_loader(loader_params: Params, instances: Sequence[Mapping[str, An
     params["pad_on_batch_axis"] = True
     if batch_size is not None:
         params["batch_size"] = batch_size
-    return DataLoader.from_params(params, instances=list(instances))
+    # A columnar dataset is handed over as it is: listing it would build every instance.
+    packed = callable(getattr(instances, "packed_fields", None))
+    return DataLoader.from_params(params, instances=instances if packed else list(instances))
 
 
 def loader_from_config(config: Params, instances: Sequence[Mapping[str, Any]],

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import torch
 
@@ -55,7 +55,11 @@ class BatchPredictor:
             results.extend(self._run(indexed, [item for item, _ in chunk]))
         return results
 
-    def _run(self, indexed: List[Mapping[str, Any]], chunk: List[Mapping[str, Any]]) -> List[Dict[str, Any]]:
+    def predict_dataset(self, indexed: Sequence[Mapping[str, Any]]) -> List[Dict[str, Any]]:
+        """Predictions for every instance of an indexed dataset (such as a columnar one), in order."""
+        return self._run(indexed, [{}] * len(indexed))
+
+    def _run(self, indexed: Sequence[Mapping[str, Any]], chunk: List[Mapping[str, Any]]) -> List[Dict[str, Any]]:
         if self._loader is None:
             self._loader = loader_from_config(self.config, indexed, self.batch_size)
             self.executor.prepare(self._loader)  # later batches have these shapes too

@@ -275,13 +275,20 @@ def test_a_reader_that_only_overrides_read_still_gives_a_columnar_dataset(cache_
     assert len(dataset) == 3 and dataset.indexed(vocab)[2] == {"tokens": [2, 3], "label": 0}
 
 
-def test_worker_processes_build_the_same_dataset(cache_dir, tmp_path):
+@pytest.mark.parametrize("tokenizer", [None, {"max_tokens": 5}], ids=["whitespace", "regex"])
+def test_worker_processes_build_the_same_dataset(cache_dir, tmp_path, tokenizer):
     rng = numpy.random.default_rng(1)
-    words = [f"w{index}" for index in range(3000)]
-    records = [{"text": " ".join(rng.choice(words, size=int(rng.integers(1, 12)))), "label": str(index % 4)} for index in range(20_000)]
+    words = [f"w{index}" for index in range(3000)] + ["Don't", "it's", "--", "ΣΑΣ"]
+    records = [{"text": " ".join(rng.choice(words, size=int(rng.integers(0, 12)))), "label": str(index % 4)} for index in range(20_000)]
     path = write_lines(tmp_path / "d.jsonl", records)
-    serial = TextClassificationJsonReader(cache=False).read_columnar(path)
-    parallel = TextClassificationJsonReader(cache=False, num_workers=2).read_columnar(path)
+    settings = {} if tokenizer is None else {"tokenizer": RegexTokenizer(), **tokenizer}
+    serial = TextClassificationJsonReader(cache=False, **settings).read_columnar(path)
+    parallel = TextClassificationJsonReader(cache=False, num_workers=2, **settings).read_columnar(path)
+    if tokenizer is not None:  # and both hold what the instance path reads
+        instances = TextClassificationJsonReader(**settings).read(path)
+        vocab = Vocabulary.from_instances(instances)
+        indexed = serial.indexed(vocab)
+        assert [indexed[i]["tokens"] for i in range(0, 20_000, 97)] == [instances[i].index(vocab)["tokens"] for i in range(0, 20_000, 97)]
     assert serial._types == parallel._types
     for name in ("tokens", "label"):
         for part in serial._arrays[name]:
@@ -290,3 +297,81 @@ def test_worker_processes_build_the_same_dataset(cache_dir, tmp_path):
     write_lines(path, records)
     with pytest.raises(ConfigurationError, match=r"d\.jsonl:15001: the text 'text' must be a string"):
         TextClassificationJsonReader(num_workers=2).read_columnar(path)
+
+
+def test_csv_reader_builds_in_batches_what_its_instances_hold(cache_dir, tmp_path, monkeypatch):
+    from ipuflow.data import TextClassificationCsvReader
+    from ipuflow.data.readers import text_classification_json
+
+    monkeypatch.setattr(text_classification_json, "RECORDS_PER_BATCH", 7)  # several batches from a small file
+    rows = ["text,label", '"A line\nbroken inside quotes, with a comma",pos'] + [f"Row {index} It's FINE!,{'pos' if index % 3 else 'neg'}" for index in range(40)]
+    path = tmp_path / "d.csv"
+    path.write_text("\n".join(rows[:20]) + "\n\n" + "\n".join(rows[20:]) + "\n")
+    reader = TextClassificationCsvReader(tokenizer=RegexTokenizer(), max_tokens=4)
+    calls = []
+    original = RegexTokenizer.batch_field
+    monkeypatch.setattr(RegexTokenizer, "batch_field", lambda self, texts, *args: calls.append(len(texts)) or original(self, texts, *args))
+    instances = reader.read(path)
+    dataset = reader.read_columnar(path)
+    assert calls == [7] * 5 + [6]  # one batched call per batch of rows, none per row
+    vocab = Vocabulary.from_instances(instances)
+    indexed = dataset.indexed(vocab)
+    assert [indexed[index] for index in range(len(indexed))] == [without_metadata(instance.index(vocab)) for instance in instances]
+    unlabelled = tmp_path / "u.tsv"
+    unlabelled.write_text("sentence\tother\nA fine film.\tx\nDull.\ty\n")
+    dataset = TextClassificationCsvReader(text_column="sentence", delimiter="\t").read_columnar(unlabelled)
+    assert [field["name"] for field in dataset.fields] == ["tokens"] and len(dataset) == 2
+    path.write_text("text,label\na,pos\nb,pos,extra\n")
+    with pytest.raises(ConfigurationError, match=r"d\.csv:3: expected 2 fields as in the header, found 3"):
+        reader.read_columnar(path)
+
+
+def fields_of(instance) -> dict:
+    """An instance's fields as plain values, for comparing instances from different paths."""
+    plain = {}
+    for name, field in instance.fields.items():
+        if hasattr(field, "tokens"):
+            plain[name] = (list(field.tokens), field.token_ids)
+        elif hasattr(field, "label"):
+            plain[name] = field.label
+        elif hasattr(field, "values"):
+            plain[name] = numpy.asarray(field.values).tolist()
+        else:
+            plain[name] = field.value
+    return plain
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_metadata_is_kept_on_request_and_instances_read_back_as_the_reader_gives_them(cache_dir, tmp_path, num_workers):
+    records = [{"text": f"Text {index}: It's fine!", "label": ["a", "b"][index % 2], "doc": {"n": index // 3}} for index in range(30)]
+    path = write_lines(tmp_path / "d.jsonl", records)
+    reader = TextClassificationJsonReader(tokenizer=RegexTokenizer(), id_key="doc", num_workers=num_workers)
+    plain = reader.read_columnar(path)
+    with_metadata = reader.read_columnar(path, metadata=True)
+    assert plain.directory != with_metadata.directory  # a cache entry of its own: training's stays lean
+    assert [field["name"] for field in plain.fields] == ["tokens", "label"]
+    expected = [fields_of(instance) for instance in reader.read(path)]
+    assert [fields_of(instance) for instance in with_metadata.instances()] == expected
+    vocab = Vocabulary.from_instances([plain])
+    assert with_metadata.indexed(vocab)[4]["id"] == {"n": 1} and with_metadata.indexed(vocab)[4]["text"] == records[4]["text"]
+    records[7].pop("doc")
+    write_lines(path, records)
+    with pytest.raises(ConfigurationError, match=r"d\.jsonl:8: no key 'doc'"):
+        reader.read_columnar(path, metadata=True)
+    tensors = TensorClassificationReader()  # the generic path, from instances
+    dataset = tensors.read_columnar(FIXTURES / "tensor_classification.jsonl", metadata=True)
+    assert [fields_of(i) for i in dataset.instances()] == [fields_of(i) for i in tensors.read(FIXTURES / "tensor_classification.jsonl")]
+
+
+def test_a_nul_token_from_one_batch_survives_the_separator_of_the_next(cache_dir, tmp_path, monkeypatch):
+    from ipuflow.data.readers import text_classification_json
+
+    monkeypatch.setattr(text_classification_json, "RECORDS_PER_BATCH", 2)
+    texts = ["a \x00 b", "\x00", "b a", "c", "\x00 c", "d"]  # batches 1 and 3 hold NULs (tokenized text by text), 2 not
+    records = [{"text": text, "label": "x"} for text in texts]
+    path = write_lines(tmp_path / "d.jsonl", records)
+    reader = TextClassificationJsonReader(tokenizer=RegexTokenizer())
+    instances = reader.read(path)
+    vocab = Vocabulary.from_instances(instances)
+    dataset = reader.read_columnar(path).indexed(vocab)
+    assert [dataset[i] for i in range(6)] == [without_metadata(instance.index(vocab)) for instance in instances]

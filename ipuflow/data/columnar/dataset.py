@@ -9,11 +9,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 import numpy
+import orjson
 
 from ipuflow.config import ConfigurationError
 from ipuflow.data.collate import FLOAT_VECTOR, INT_SCALAR, INT_SEQUENCE, PackedField
-from ipuflow.data.columnar.builder import FORMAT_VERSION, LABELS, META_FILE, TOKEN_IDS, TOKENS, VECTORS
-from ipuflow.data.fields import VocabCounter
+from ipuflow.data.columnar.builder import FORMAT_VERSION, INTS, JSON_VALUES, LABELS, META_FILE, TOKEN_IDS, TOKENS, VECTORS
+from ipuflow.data.fields import Field, LabelField, MetadataField, TensorField, TextField, VocabCounter
+from ipuflow.data.instance import Instance
 
 if TYPE_CHECKING:
     from ipuflow.data.vocabulary import Vocabulary
@@ -48,7 +50,7 @@ class ColumnarDataset(Sequence):
         for field in self.fields:
             prefix = self.directory / field["prefix"]
             arrays = {}
-            if field["kind"] in (TOKENS, TOKEN_IDS):
+            if field["kind"] in (TOKENS, TOKEN_IDS, JSON_VALUES):
                 arrays["values"] = _map(prefix.with_suffix(".values"), field["dtype"], field["tokens"])
                 arrays["offsets"] = _map(prefix.with_suffix(".offsets"), "int64", self.size)
             else:
@@ -103,6 +105,8 @@ class ColumnarDataset(Sequence):
                                           lengths=lengths, lookup=lookup))
             elif field["kind"] == VECTORS:
                 packed.append(PackedField(field["name"], FLOAT_VECTOR, values=arrays["values"]))
+            elif field["kind"] == JSON_VALUES:
+                continue  # metadata never enters a batch
             else:
                 packed.append(PackedField(field["name"], INT_SCALAR, values=arrays["values"], lookup=lookup))
         return packed
@@ -118,7 +122,20 @@ class ColumnarDataset(Sequence):
         return self.size
 
     def __getitem__(self, index: int) -> Dict[str, Any]:  # type: ignore[override]
-        """The indexed instance at `index` (field name → list of ids, id or float vector)."""
+        """The indexed instance at `index` (field name → list of ids, id, float vector or metadata value)."""
+        instance = self._stored(index)
+        for field in self.fields:
+            lookup = self._lookup(field)
+            value = instance[field["name"]]
+            if field["kind"] in (TOKENS, TOKEN_IDS):
+                instance[field["name"]] = (lookup[value] if lookup is not None else value).tolist()
+            elif field["kind"] in (LABELS, INTS):
+                instance[field["name"]] = int(lookup[value]) if lookup is not None else value
+        return instance
+
+    def _stored(self, index: int) -> Dict[str, Any]:
+        """The values stored for the instance at `index`: token and label type ids (not yet
+        vocabulary ids), vectors and metadata values."""
         if isinstance(index, slice):
             raise TypeError("ColumnarDataset items are taken one at a time.")
         if not -self.size <= index < self.size:
@@ -127,18 +144,56 @@ class ColumnarDataset(Sequence):
         instance: Dict[str, Any] = {}
         for field in self.fields:
             arrays = self._arrays[field["name"]]
-            lookup = self._lookup(field)
-            if field["kind"] in (TOKENS, TOKEN_IDS):
+            if field["kind"] in (TOKENS, TOKEN_IDS, JSON_VALUES):
                 start = int(arrays["offsets"][index])
                 end = int(arrays["offsets"][index + 1]) if index + 1 < self.size else field["tokens"]
-                ids = numpy.asarray(arrays["values"][start:end])
-                instance[field["name"]] = (lookup[ids] if lookup is not None else ids).tolist()
+                values = numpy.asarray(arrays["values"][start:end])
+                instance[field["name"]] = orjson.loads(values.tobytes()) if field["kind"] == JSON_VALUES else values
             elif field["kind"] == VECTORS:
                 instance[field["name"]] = numpy.array(arrays["values"][index])
             else:
-                value = int(arrays["values"][index])
-                instance[field["name"]] = int(lookup[value]) if lookup is not None else value
+                instance[field["name"]] = int(arrays["values"][index])
         return instance
+
+    def instance(self, index: int) -> Instance:
+        """The instance at `index` as fields, as a reader gives it (token and label strings,
+        metadata values), for postprocessors; built on demand, never kept. Pretrained tokenizers'
+        word pieces are not stored: their fields hold the ids, and the ids' digits as tokens."""
+        stored = self._stored(index)
+        fields: Dict[str, Field] = {}
+        for field in self.fields:
+            name, kind, value = field["name"], field["kind"], stored[field["name"]]
+            if kind == TOKENS:
+                types = self._types[field["namespace"]]
+                fields[name] = TextField([types[i] for i in value.tolist()], namespace=field["namespace"])
+            elif kind == TOKEN_IDS:
+                fields[name] = TextField([str(i) for i in value.tolist()], token_ids=value.tolist())
+            elif kind == LABELS:
+                fields[name] = LabelField(self._types[field["namespace"]][value], namespace=field["namespace"])
+            elif kind == VECTORS:
+                fields[name] = TensorField(value)
+            elif kind == JSON_VALUES:
+                fields[name] = MetadataField(value)
+            else:
+                fields[name] = LabelField(value, skip_indexing=True)
+        return Instance(fields)
+
+    def instances(self) -> "Sequence[Instance]":
+        """Every instance as fields (see `instance`), built as they are read."""
+        return _Instances(self)
 
     def __repr__(self) -> str:
         return f"ColumnarDataset({self.size} instances, fields {[field['name'] for field in self.fields]}, at {self.directory})"
+
+
+class _Instances(Sequence):
+    """A columnar dataset's instances, each built when it is read."""
+
+    def __init__(self, dataset: ColumnarDataset) -> None:
+        self.dataset = dataset
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, index: int) -> Instance:  # type: ignore[override]
+        return self.dataset.instance(index)

@@ -7,20 +7,22 @@ from typing import Dict, Sequence
 import numpy
 
 from ipuflow.config import ConfigurationError
-from ipuflow.data.columnar.builder import INTS, LABELS, TOKEN_IDS, TOKENS, VECTORS, FieldBatch
+from ipuflow.data.columnar.builder import INTS, JSON_VALUES, LABELS, TOKEN_IDS, TOKENS, VECTORS, FieldBatch
 from ipuflow.data.fields import LabelField, MetadataField, TensorField, TextField
 from ipuflow.data.instance import Instance
 
 
-def field_batches_from_instances(instances: Sequence[Instance]) -> Dict[str, FieldBatch]:
-    """The fields of `instances` as column batches; metadata fields are left out (they never enter
-    a batch, and a columnar dataset is what training batches come from)."""
+def field_batches_from_instances(instances: Sequence[Instance], metadata: bool = False) -> Dict[str, FieldBatch]:
+    """The fields of `instances` as column batches; metadata fields only if `metadata` (they never
+    enter a batch: only postprocessors read them)."""
     first = instances[0]
     batches: Dict[str, FieldBatch] = {}
     for name, field in first.fields.items():
-        if isinstance(field, MetadataField):
-            continue
         column = [instance.fields[name] for instance in instances]
+        if isinstance(field, MetadataField):
+            if metadata:
+                batches[name] = FieldBatch(JSON_VALUES, [f.value for f in column])  # type: ignore[attr-defined]
+            continue
         if isinstance(field, TextField):
             if field.token_ids is not None:
                 batches[name] = FieldBatch(TOKEN_IDS, [f.token_ids for f in column])  # type: ignore[attr-defined]

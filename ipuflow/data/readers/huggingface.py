@@ -182,9 +182,10 @@ class HuggingfaceDatasetReader(DatasetReader):
         if skipped:
             logger.info("Skipped %d rows of %s labelled -1 (no gold label)", skipped, path)
 
-    def field_batches(self, path: Path) -> Iterator[Dict[str, FieldBatch]]:
-        """Batches of rows, each tokenized with one batched tokenizer call."""
-        yield from text_classification_batches(self.tokenizer, self._records(path), self.max_tokens, self.label_namespace)
+    def field_batches(self, path: Path, metadata: bool = False) -> Iterator[Dict[str, FieldBatch]]:
+        """Batches of rows, each tokenized with one batched tokenizer call (metadata only if `metadata`)."""
+        yield from text_classification_batches(self.tokenizer, self._records(path), self.max_tokens, self.label_namespace,
+                                               keep_text=metadata and self.keep_text)
 
     def _read(self, path: Path) -> Iterator[Instance]:
         for text, pair, label in self._records(path):

@@ -5,14 +5,15 @@ from __future__ import annotations
 import csv
 import logging
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Optional, Union
+from typing import Any, Dict, Iterator, Mapping, Optional, Tuple, Union
 
 from ipuflow.config import ConfigurationError, validators
 from ipuflow.data.instance import Instance
 from ipuflow.data.readers.dataset_reader import DatasetReader
 from ipuflow.data.readers.labels import check_label
 from ipuflow.data.readers.text_lines import utf8_lines
-from ipuflow.data.readers.text_classification_json import text_classification_instance
+from ipuflow.data.columnar import FieldBatch
+from ipuflow.data.readers.text_classification_json import text_classification_batches, text_classification_instance
 from ipuflow.data.tokenizers import Tokenizer, WhitespaceTokenizer
 
 logger = logging.getLogger(__name__)
@@ -49,6 +50,18 @@ class TextClassificationCsvReader(DatasetReader):
         self.keep_text = keep_text
 
     def _read(self, path: Path) -> Iterator[Instance]:
+        for text, label in self._rows(path):
+            yield self.text_to_instance(text, label)
+
+    def field_batches(self, path: Path, metadata: bool = False) -> Iterator[Dict[str, FieldBatch]]:
+        """Batches of rows, each text column tokenized with one batched tokenizer call (metadata
+        only if `metadata`)."""
+        records = ((text, None, label) for text, label in self._rows(path))
+        yield from text_classification_batches(self.tokenizer, records, self.max_tokens, self.label_namespace,
+                                               keep_text=metadata and self.keep_text)
+
+    def _rows(self, path: Path) -> Iterator[Tuple[str, Optional[str]]]:
+        """(text, label or None) for each row of the file at `path`."""
         # Lines keep their endings, so the csv module handles line breaks inside quoted fields.
         lines = utf8_lines(path)
         try:
@@ -65,15 +78,15 @@ class TextClassificationCsvReader(DatasetReader):
                 label_at = header.index(self.label_column) if self.label_column in header else None
                 if label_at is None:
                     logger.warning("%s has no %r column: its instances have no labels.", path, self.label_column)
+                width = len(header)
                 for row in rows:
-                    if not row:
-                        continue
-                    if len(row) != len(header):
+                    if len(row) != width:
+                        if not row:
+                            continue
                         raise ConfigurationError(
-                            f"{path}:{rows.line_num}: expected {len(header)} fields as in the header, found {len(row)}."
+                            f"{path}:{rows.line_num}: expected {width} fields as in the header, found {len(row)}."
                         )
-                    label = None if label_at is None else row[label_at]
-                    yield self.text_to_instance(row[text_at], label)
+                    yield row[text_at], (None if label_at is None else row[label_at])
             except csv.Error as error:
                 raise ConfigurationError(f"{path}:{rows.line_num}: malformed CSV ({error}).") from None
         finally:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 from pathlib import Path
@@ -9,7 +10,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple, Union
 
 from ipuflow.config import ConfigurationError, validators
 from ipuflow.data.columnar import FieldBatch
-from ipuflow.data.columnar.builder import LABELS, TOKENS, InternedTokens
+from ipuflow.data.columnar.builder import JSON_VALUES, LABELS, TOKENS, InternedTokens, SeparatedTokens
 from ipuflow.data.columnar.workers import map_in_workers
 from ipuflow.data.fields import Field, LabelField, MetadataField
 from ipuflow.data.instance import Instance
@@ -53,14 +54,17 @@ def interned(batch: FieldBatch) -> FieldBatch:
     """`batch` with token strings interned (so that a worker process does it and sends back little)."""
     if batch.kind != TOKENS or isinstance(batch.values, InternedTokens):
         return batch
+    if isinstance(batch.values, SeparatedTokens):
+        return FieldBatch(TOKENS, batch.values.interned(), batch.namespace)
     return FieldBatch(TOKENS, InternedTokens.from_lists(batch.values), batch.namespace)
 
 
 def text_classification_batches(
-    tokenizer: Tokenizer, records: Iterator[TextRecord], max_tokens: Optional[int], label_namespace: str
+    tokenizer: Tokenizer, records: Iterator[TextRecord], max_tokens: Optional[int], label_namespace: str,
+    keep_text: bool = False,
 ) -> Iterator[Dict[str, FieldBatch]]:
     """The fields `text_classification_instance` makes, for batches of records at once (one batched
-    tokenizer call per batch and field)."""
+    tokenizer call per batch and field); the metadata field `text` only if `keep_text`."""
     while True:
         chunk = list(itertools.islice(records, RECORDS_PER_BATCH))
         if not chunk:
@@ -73,6 +77,8 @@ def text_classification_batches(
             if None in labels:
                 raise ConfigurationError("Some records have a label and some have none: label either every record or none.")
             batch["label"] = FieldBatch(LABELS, labels, label_namespace)
+        if keep_text:
+            batch["text"] = FieldBatch(JSON_VALUES, texts)
         yield batch
 
 
@@ -119,17 +125,18 @@ class TextClassificationJsonReader(DatasetReader):
         if labels.first is False:
             logger.warning("%s has no %r key in any record: its instances have no labels.", path, self.label_key)
 
-    def field_batches(self, path: Path) -> Iterator[Dict[str, FieldBatch]]:
+    def field_batches(self, path: Path, metadata: bool = False) -> Iterator[Dict[str, FieldBatch]]:
         """Chunks of lines, each parsed with one JSON call and tokenized with one batched tokenizer
-        call, in `num_workers` processes (metadata is left out)."""
+        call, in `num_workers` processes (metadata only if `metadata`)."""
         labelled: Optional[bool] = None
         chunks = json_line_chunks(path, RECORDS_PER_BATCH)
-        for batch in map_in_workers(self._chunk_fields, chunks, self._num_workers):
+        work = functools.partial(self._chunk_fields_interned if self._num_workers else self._chunk_fields, metadata=metadata)
+        for batch in map_in_workers(work, chunks, self._num_workers):
             if batch is not None and batch and labelled is None:
                 labelled = "label" in batch
             if batch is None or (batch and ("label" in batch) != labelled):
-                # Record by record, for the error that names the line.
-                for _ in self._text_records(path):
+                # Record by record, for the error that names the line (instances check the id too).
+                for _ in self._read(path) if metadata else self._text_records(path):
                     pass
                 raise ConfigurationError(f"{path}: records with a wrong text or label.")  # what the records said
             if batch:
@@ -137,32 +144,43 @@ class TextClassificationJsonReader(DatasetReader):
         if labelled is False:
             logger.warning("%s has no %r key in any record: its instances have no labels.", path, self.label_key)
 
-    def _chunk_fields(self, chunk: Tuple[int, List[str]]) -> Optional[Dict[str, FieldBatch]]:
+    def _chunk_fields(self, chunk: Tuple[int, List[bytes]], metadata: bool = False) -> Optional[Dict[str, FieldBatch]]:
         """The fields of a chunk of lines ({} if all are blank), or None if a record is wrong."""
         records = parse_json_chunk(chunk[1])
         if records is None:
             return None
         if not records:
             return {}
-        texts = [record.get(self.text_key) for record in records]
-        pairs = [record.get(self.text_pair_key) for record in records] if self.text_pair_key is not None else None
-        has_label = [self.label_key in record for record in records]
-        labelled = has_label[0]
-        labels = [record.get(self.label_key) for record in records] if labelled else None
+        # Checked a column at a time with `map` and sets: no Python loop per record.
+        texts = list(map(dict.get, records, itertools.repeat(self.text_key)))
+        pairs = list(map(dict.get, records, itertools.repeat(self.text_pair_key))) if self.text_pair_key is not None else None
+        labelled = sum(map(dict.__contains__, records, itertools.repeat(self.label_key)))
+        labels = list(map(dict.get, records, itertools.repeat(self.label_key))) if labelled else None
         if not (
-            all(type(text) is str for text in texts)
-            and (pairs is None or all(type(pair) is str for pair in pairs))
-            and all(has is labelled for has in has_label)
-            and (labels is None or all(type(label) in (str, int) for label in labels))
+            set(map(type, texts)) == {str}
+            and (pairs is None or set(map(type, pairs)) == {str})
+            and labelled in (0, len(records))
+            and (labels is None or set(map(type, labels)) <= {str, int})
         ):
             return None
         # Every text and pair was checked to be a str just above.
-        batch = {"tokens": interned(self.tokenizer.batch_field(texts, self.max_tokens))}  # type: ignore[arg-type]
+        batch = {"tokens": self.tokenizer.batch_field(texts, self.max_tokens)}  # type: ignore[arg-type]
         if pairs is not None:
-            batch[TEXT_PAIR_FIELD] = interned(self.tokenizer.batch_field(pairs, self.max_tokens))  # type: ignore[arg-type]
+            batch[TEXT_PAIR_FIELD] = self.tokenizer.batch_field(pairs, self.max_tokens)  # type: ignore[arg-type]
         if labels is not None:
             batch["label"] = FieldBatch(LABELS, labels, self.label_namespace)
+        if metadata and self.keep_text:
+            batch["text"] = FieldBatch(JSON_VALUES, texts)
+        if metadata and self.id_key is not None:
+            if sum(map(dict.__contains__, records, itertools.repeat(self.id_key))) != len(records):
+                return None
+            batch["id"] = FieldBatch(JSON_VALUES, list(map(dict.get, records, itertools.repeat(self.id_key))))
         return batch
+
+    def _chunk_fields_interned(self, chunk: Tuple[int, List[bytes]], metadata: bool = False) -> Optional[Dict[str, FieldBatch]]:
+        """`_chunk_fields` with tokens interned, so that a worker process sends back little."""
+        batch = self._chunk_fields(chunk, metadata)
+        return batch and {name: interned(values) for name, values in batch.items()}
 
     def _text_records(self, path: Path) -> Iterator[TextRecord]:
         labels = LabelPresence(path, self.label_key)

@@ -3,14 +3,32 @@
 from __future__ import annotations
 
 import re
-from typing import List, Optional, Sequence
+from typing import List, Optional, Pattern, Sequence
 
 from ipuflow.config import ConfigurationError
-from ipuflow.data.columnar.builder import TOKENS, FieldBatch
+from ipuflow.data.columnar.builder import TOKENS, FieldBatch, SeparatedTokens
 from ipuflow.data.tokenizers.tokenizer import Tokenizer
 
 WORDS_AND_PUNCTUATION = r"\w+(?:'\w+)?|[^\w\s]"
 """Words (with an inner apostrophe: "don't", "film's") and single punctuation marks."""
+
+
+def _possessive_default() -> Pattern[str]:
+    """`WORDS_AND_PUNCTUATION` with possessive quantifiers (Python 3.11 on), about a tenth faster:
+    nothing after either quantifier can fail, so giving up their backtracking changes no match."""
+    try:
+        return re.compile(r"\w++(?:'\w+)?+|[^\w\s]")
+    except re.error:  # Python before 3.11
+        return re.compile(WORDS_AND_PUNCTUATION)
+
+
+_POSSESSIVE_DEFAULT = _possessive_default()
+
+SEPARATOR_TOKEN = "\x00"
+"""A character no text normally holds, which `WORDS_AND_PUNCTUATION` matches as a token of its own."""
+BATCH_SEPARATOR = "\n" + SEPARATOR_TOKEN + "\n"
+"""What joins a batch's texts: the newlines keep any match from running into the separator, and
+they lowercase as a text's end and start do (the final-sigma rule sees no cased letter there)."""
 
 
 @Tokenizer.register("regex")
@@ -20,7 +38,7 @@ class RegexTokenizer(Tokenizer):
 
     def __init__(self, pattern: str = WORDS_AND_PUNCTUATION, lowercase: bool = True) -> None:
         try:
-            self._regex = re.compile(pattern)
+            self._regex = _POSSESSIVE_DEFAULT if pattern == WORDS_AND_PUNCTUATION else re.compile(pattern)
         except re.error as error:
             raise ConfigurationError(f"{pattern!r} is not a valid regular expression ({error}).", key="pattern") from None
         if self._regex.groups:
@@ -34,7 +52,16 @@ class RegexTokenizer(Tokenizer):
         return self._regex.findall(text.lower() if self.lowercase else text)
 
     def batch_field(self, texts: Sequence[str], max_tokens: Optional[int] = None, namespace: str = "tokens") -> FieldBatch:
-        """The matches of many texts (each cut to `max_tokens`), in one tight loop."""
+        """The matches of many texts (each cut to `max_tokens`), interned.
+
+        With the default pattern the texts are joined with a separator that it matches as a token
+        of its own and no match can span (a newline on each side of a NUL), so one `findall` and
+        one lowercasing cover the whole batch, and numpy cuts the matches back into texts.
+        """
+        joined = BATCH_SEPARATOR.join(texts)
+        if self.pattern == WORDS_AND_PUNCTUATION and texts and joined.count(SEPARATOR_TOKEN) == len(texts) - 1:
+            flat = self._regex.findall(joined.lower() if self.lowercase else joined)
+            return FieldBatch(TOKENS, SeparatedTokens(flat, SEPARATOR_TOKEN, len(texts), max_tokens), namespace)
         findall = self._regex.findall
         if self.lowercase:
             tokens = [findall(text.lower())[:max_tokens] for text in texts]
