@@ -27,17 +27,15 @@ _INTERVAL_FIELDS = ("eval_strategy", "evaluation_strategy", "logging_strategy")
 
 
 def _enum_values(values: Dict[str, Any]) -> None:
-    from transformers.trainer_utils import IntervalStrategy
+    from transformers import trainer_utils
 
-    try:
-        from transformers.trainer_utils import SaveStrategy
-    except ImportError:  # transformers < 4.46 used IntervalStrategy for saving too
-        SaveStrategy = IntervalStrategy
+    # transformers < 4.46 used IntervalStrategy for saving too.
+    save_strategy: Any = getattr(trainer_utils, "SaveStrategy", trainer_utils.IntervalStrategy)
     for name in _INTERVAL_FIELDS:
         if isinstance(values.get(name), str):
-            values[name] = IntervalStrategy(values[name])
+            values[name] = trainer_utils.IntervalStrategy(values[name])
     if isinstance(values.get("save_strategy"), str):
-        values["save_strategy"] = SaveStrategy(values["save_strategy"])
+        values["save_strategy"] = save_strategy(values["save_strategy"])
     if isinstance(values.get("report_to"), str):
         values["report_to"] = [] if values["report_to"] == "none" else [values["report_to"]]
 
