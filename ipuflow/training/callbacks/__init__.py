@@ -10,6 +10,8 @@ from ipuflow.training.callbacks.optuna_pruning import OptunaPruningCallback
 from ipuflow.training.callbacks.progress import ProgressCallback
 from ipuflow.training.callbacks.tensorboard import TensorBoardCallback
 from ipuflow.training.callbacks.track_epoch import TrackEpochCallback
+from ipuflow.training.callbacks.huggingface import HuggingFaceCallback
+from ipuflow.training.callbacks.tracking import MlflowCallback, TrackingCallback, WandbCallback
 
 __all__ = [
     "TrainerCallback",
@@ -24,4 +26,8 @@ __all__ = [
     "ProgressCallback",
     "TensorBoardCallback",
     "TrackEpochCallback",
+    "HuggingFaceCallback",
+    "MlflowCallback",
+    "TrackingCallback",
+    "WandbCallback",
 ]

@@ -144,7 +144,7 @@ def arguments_of_run(trainer: Any) -> Dict[str, Any]:
         values["eval_steps"] = state.eval_steps
         # ipuflow always ends training with the best weights loaded.
         values["load_best_model_at_end"] = True
-        tracked = trainer._metric_tracker.tracked_metrics
+        tracked = trainer.metric_tracker.tracked_metrics
         if len(tracked) == 1:  # a list of metrics (summed) has no single Hugging Face name
             sign, name = tracked[0]
             values["metric_for_best_model"] = name

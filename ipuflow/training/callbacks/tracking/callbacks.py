@@ -129,8 +129,9 @@ class TrackingCallback(TrainerCallback):
 
 @TrainerCallback.register("mlflow")
 class MlflowCallback(TrackingCallback):
-    """Logs the run to MLflow: the config as parameters, training logs, validation and test metrics,
-    and the archive as an artifact (see `TrackingCallback`). Needs ``pip install ipuflow[mlflow]``.
+    """Logs the run to MLflow: the resolved config as parameters, training logs, validation and test
+    metrics at their optimizer-update step, and ``model.tar.gz`` as an artifact (see
+    `TrackingCallback`). Needs ``pip install ipuflow[mlflow]``.
 
     With no `tracking_uri` and no ``MLFLOW_TRACKING_URI`` the run is stored under the serialization
     directory: ``mlflow/mlflow.db`` (SQLite) and ``mlflow/artifacts``; `mlflow ui
@@ -157,8 +158,9 @@ class MlflowCallback(TrackingCallback):
 
 @TrainerCallback.register("wandb")
 class WandbCallback(TrackingCallback):
-    """Logs the run to Weights & Biases: the config, training logs, validation and test metrics, and
-    the archive as a model artifact (see `TrackingCallback`). Needs ``pip install ipuflow[wandb]``.
+    """Logs the run to Weights & Biases, offline by default: the resolved config, training logs,
+    validation and test metrics at their optimizer-update step, and ``model.tar.gz`` as a model
+    artifact (see `TrackingCallback`). Needs ``pip install ipuflow[wandb]``.
 
     Offline unless `mode` or ``WANDB_MODE`` says otherwise: the run is written to
     ``DIR/wandb/offline-run-*`` and `wandb sync DIR/wandb/offline-run-*` uploads it.
