@@ -129,6 +129,43 @@ def test_a_users_hugging_face_callback_sees_the_trainer_and_steers_it(tiny_data,
     assert checks["log_history_tail"][-1]["step"] == 30 and "eval_accuracy" in checks["log_history_tail"][-1]
 
 
+class StepRecorder(transformers.TrainerCallback):
+    """Records the optimizer updates (`state.global_step`) each step event sees."""
+
+    def __init__(self):
+        self.seen = []
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        self.seen.append(("begin", state.global_step))
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.seen.append(("end", state.global_step))
+
+
+def test_step_events_fire_once_per_host_call_under_device_iterations(tmp_path):
+    from tests.training.test_trainer import build
+
+    callback = {"type": "huggingface", "callback": f"{__name__}.StepRecorder"}
+    trainer = build(tmp_path, {"num_epochs": 1, "callbacks": [callback],
+                               "executor": {"type": "native", "device_iterations": 3}},
+                    with_validation=False, train=24, batch_size=2)
+    trainer.train()
+    # 4 host calls of 3 updates each: the events see the updates before and after each call.
+    assert trainer.callbacks[0].callback.seen == [(kind, step) for before in (0, 3, 6, 9)
+                                                  for kind, step in (("begin", before), ("end", before + 3))]
+    assert trainer.callbacks[0].training_arguments(trainer).max_steps == -1
+    assert trainer.callbacks[0]._mirror.state.max_steps == 12
+
+
+def test_a_hugging_face_callbacks_refused_arguments_are_a_config_error(tmp_path):
+    from tests.training.test_trainer import build
+
+    trainer = build(tmp_path, {"num_epochs": 1, "callbacks": [_early_stopping(1)]}, with_validation=False)
+    with pytest.raises(ConfigurationError, match=r"EarlyStoppingCallback \(on_train_begin\) refused this run's "
+                                                 r"TrainingArguments: EarlyStoppingCallback requires metric_for_best_model"):
+        trainer.train()
+
+
 def test_a_hugging_face_callback_with_wrong_arguments_is_a_config_error(tmp_path):
     from ipuflow.training.callbacks.huggingface.callback import HuggingFaceCallback
 
@@ -137,9 +174,9 @@ def test_a_hugging_face_callback_with_wrong_arguments_is_a_config_error(tmp_path
     with pytest.raises(ConfigurationError, match=r"training_args.metric_for_bst_model: not a field of "
                                                  r"transformers.TrainingArguments.*Did you mean 'metric_for_best_model'"):
         HuggingFaceCallback(str(tmp_path), "PrinterCallback", training_args={"metric_for_bst_model": "loss"})
-    with pytest.raises(ConfigurationError, match=r"'transformers.Trainer' names .* not a subclass of "
+    with pytest.raises(ConfigurationError, match=r"'transformers.TrainingArguments' names .* not a subclass of "
                                                  r"transformers.TrainerCallback"):
-        HuggingFaceCallback(str(tmp_path), "transformers.Trainer")
+        HuggingFaceCallback(str(tmp_path), "transformers.TrainingArguments")
 
 
 def test_an_archives_config_cannot_import_an_untrusted_callback_module(tmp_path):

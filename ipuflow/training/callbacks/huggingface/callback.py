@@ -113,12 +113,21 @@ class HuggingFaceCallback(TrainerCallback):
         control = self._control
         for flag, own in _CONTROL_FLAGS.items():
             setattr(control, flag, getattr(event.control, own))
-        returned = getattr(self.callback, name)(
-            args, state, control,
-            model=trainer.model, processing_class=None, optimizer=trainer.optimizer,
-            lr_scheduler=trainer._learning_rate_scheduler, train_dataloader=trainer.data_loader,
-            eval_dataloader=trainer.validation_data_loader, **extra,
-        )
+        try:
+            returned = getattr(self.callback, name)(
+                args, state, control,
+                model=trainer.model, processing_class=None, optimizer=trainer.optimizer,
+                lr_scheduler=trainer._learning_rate_scheduler, train_dataloader=trainer.data_loader,
+                eval_dataloader=trainer.validation_data_loader, **extra,
+            )
+        except AssertionError as refused:
+            # Hugging Face callbacks check the TrainingArguments they need with assert statements.
+            raise ConfigurationError(
+                f"{type(self.callback).__name__} ({name}) refused this run's TrainingArguments: {refused}. "
+                "ipuflow derives them from the config (validation data gives eval_strategy; a single "
+                "trainer.validation_metric gives metric_for_best_model); set others with the callback's "
+                "training_args."
+            ) from None
         if returned is not None:  # a callback may return the control it changed
             control = self._control = returned
         for flag, own in _CONTROL_FLAGS.items():
