@@ -157,6 +157,28 @@ def test_step_events_fire_once_per_host_call_under_device_iterations(tmp_path):
     assert trainer.callbacks[0]._mirror.state.max_steps == 12
 
 
+class EndFirstEpochEarly(transformers.TrainerCallback):
+    """Ends the epoch after `after` updates (Hugging Face's should_epoch_stop), once."""
+
+    def __init__(self, after: int):
+        self.after = after
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step == self.after:
+            control.should_epoch_stop = True
+
+
+def test_should_epoch_stop_ends_the_epoch_and_the_next_one_runs_whole(tmp_path):
+    from tests.training.test_trainer import build
+
+    callback = {"type": "huggingface", "callback": f"{__name__}.EndFirstEpochEarly", "args": {"after": 3}}
+    trainer = build(tmp_path, {"num_epochs": 2, "callbacks": [callback]}, with_validation=False)
+    assert len(trainer.data_loader) == 12
+    trainer.train()
+    assert trainer.optimizer_updates == 3 + 12
+    assert json.loads((tmp_path / "metrics_epoch_0.json").read_text())["optimizer_updates"] == 3
+
+
 def test_a_hugging_face_callbacks_refused_arguments_are_a_config_error(tmp_path):
     from tests.training.test_trainer import build
 
