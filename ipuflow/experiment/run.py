@@ -136,8 +136,20 @@ def _train_locked(params: Params, directory: Path, lock: RunDirectoryLock, enter
         status.archived = True
         experiment.trainer.record_run_status(status)
     logger.info("Trained model archived in %s", archive)
+    _report_archive(experiment.trainer, Path(archive), metrics)
     logger.info("Metrics: %s", json.dumps(metrics, indent=2))
     return metrics
+
+
+def _report_archive(trainer: Any, archive: Path, metrics: Dict[str, Any]) -> None:
+    """Hand the archive and the final metrics to the experiment trackers (`mlflow`, `wandb` callbacks)."""
+    from ipuflow.training.callbacks.tracking.callbacks import log_archive_to_trackers
+
+    try:
+        log_archive_to_trackers(trainer.callbacks, archive, metrics, trainer.state.global_step)
+    except Exception as error:  # noqa: BLE001 - the run is complete on disk; a tracker's failure must not undo that
+        logger.warning("The run is complete in %s, but attaching the archive to the experiment tracker failed: "
+                       "%s: %s", archive.parent, type(error).__name__, error)
 
 
 def compile_model(params: Params, file_friendly_logging: bool = False) -> Dict[str, Any]:

@@ -7,7 +7,7 @@ import logging
 import random
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Union
 
 import numpy
 import torch
@@ -19,6 +19,7 @@ from ipuflow.data.vocabulary import Vocabulary
 from ipuflow.evaluation.inference import evaluation_loader
 from ipuflow.evaluation.postprocessor import Postprocessor
 from ipuflow.execution.executor import StepExecutor
+from ipuflow.experiment.report_to import with_tracker_callbacks
 from ipuflow.experiment.serialization_dir import VOCABULARY_DIR
 from ipuflow.models.model import Model
 from ipuflow.training.trainer import Trainer
@@ -74,7 +75,7 @@ class TrainModel(Registrable):
     Config keys: `dataset_reader`, `validation_dataset_reader`, `train_data_path`,
     `validation_data_path`, `test_data_path`, `evaluate_on_test`, `vocabulary`,
     `datasets_for_vocab_creation`, `model`, `data_loader`, `validation_data_loader`, `trainer`,
-    `random_seed`, `numpy_seed`, `pytorch_seed`.
+    `random_seed`, `numpy_seed`, `pytorch_seed`, `report_to`.
     """
 
     default_implementation = "default"
@@ -117,6 +118,7 @@ class TrainModel(Registrable):
         numpy_seed: Optional[int] = 1337,
         pytorch_seed: Optional[int] = 133,
         postprocessor: Optional[Postprocessor] = None,
+        report_to: Optional[Union[str, List[str]]] = None,
     ) -> "TrainModel":
         """Read the data, build the vocabulary, the model, the loaders and the trainer, in that order.
 
@@ -127,7 +129,10 @@ class TrainModel(Registrable):
         evaluate_on_test: after training, score the best model on `test_data_path`.
         random_seed: seeds Python's `random` (null skips seeding); numpy_seed and pytorch_seed likewise.
         postprocessor: used by `ipuflow evaluate` to map outputs back to examples (checked here).
+        report_to: experiment trackers to log to, e.g. ["tensorboard", "mlflow"] (adds their
+            callbacks to trainer.callbacks; choices: tensorboard, wandb, mlflow).
         """
+        trainer = with_tracker_callbacks(trainer, report_to)
         seed_everything(random_seed, numpy_seed, pytorch_seed)
         check_executor_runs_optimizer(trainer.params.as_dict())
         directory = Path(serialization_dir)

@@ -34,3 +34,15 @@ def test_a_parameter_doc_that_wraps_is_shown_whole(capsys):
     line = next(line for line in out.splitlines() if line.strip().startswith("dataset_reader:"))
     assert line.endswith("reads `train_data_path` (and the other paths unless `validation_dataset_reader` is given).")
 
+
+
+def test_every_built_in_callback_documents_itself_and_each_of_its_keys(capsys):
+    from ipuflow.commands.components import describe_component
+    from ipuflow.training import BatchCallback, EpochCallback, TrainerCallback
+
+    for base in (TrainerCallback, BatchCallback, EpochCallback):
+        for name in base.list_available():
+            out = components(capsys, base.__name__, name)
+            assert out.splitlines()[1].strip(), f"{base.__name__} {name!r} has no summary"
+            undocumented = [row["key"] for row in describe_component(base, name) if not row["injected"] and not row["doc"]]
+            assert not undocumented, f"{base.__name__} {name!r}: keys without docs: {undocumented}"

@@ -9,6 +9,8 @@ from ipuflow.training.callbacks.memory_usage import TensorBoardMemoryUsage
 from ipuflow.training.callbacks.progress import ProgressCallback
 from ipuflow.training.callbacks.tensorboard import TensorBoardCallback
 from ipuflow.training.callbacks.track_epoch import TrackEpochCallback
+from ipuflow.training.callbacks.huggingface import HuggingFaceCallback
+from ipuflow.training.callbacks.tracking import MlflowCallback, TrackingCallback, WandbCallback
 
 __all__ = [
     "TrainerCallback",
@@ -22,4 +24,8 @@ __all__ = [
     "ProgressCallback",
     "TensorBoardCallback",
     "TrackEpochCallback",
+    "HuggingFaceCallback",
+    "MlflowCallback",
+    "TrackingCallback",
+    "WandbCallback",
 ]

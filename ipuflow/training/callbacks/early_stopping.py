@@ -16,7 +16,11 @@ logger = logging.getLogger(__name__)
 class EarlyStoppingCallback(TrainerCallback):
     """Asks the trainer to stop after `patience` validations without a strict improvement of
     `validation_metric` (signed like the trainer's). Independent of the trainer's own `patience`,
-    so it can watch another metric; it counts every validation, `validation_interval` ones included."""
+    so it can watch another metric; it counts every validation, `validation_interval` ones included.
+
+    patience: validations without a strict improvement after which it asks the trainer to stop.
+    validation_metric: the metric to watch, e.g. "-loss" or "+accuracy", or a list whose signed values are summed.
+    """
 
     def __init__(
         self, serialization_dir: str, patience: int, validation_metric: Union[str, List[str]] = "-loss"

@@ -44,7 +44,10 @@ def gpu_memory_mb() -> Dict[str, float]:
 @BatchCallback.register("tensorboard-memory-usage")
 class TensorBoardMemoryUsage(BatchCallback):
     """Every `interval` training host calls, writes ``memory/<name>`` scalars (CPU RSS and peak;
-    per-GPU allocated and peak) to ``log/train`` at the optimizer-update step."""
+    per-GPU allocated and peak) to ``log/train`` at the optimizer-update step.
+
+    interval: training host calls between two writes.
+    """
 
     def __init__(self, serialization_dir: str, interval: int = 10) -> None:
         self._serialization_dir = serialization_dir

@@ -55,6 +55,10 @@ class ProgressCallback(TrainerCallback):
     The postfix shows the metrics of the last logging point (never forcing a device sync). When
     the output is not a terminal (`file_friendly`, auto-detected by default), the bar is ASCII and
     redrawn at most every `file_friendly_interval` seconds, so log files stay readable.
+
+    file_friendly: ASCII bars redrawn as whole lines; null decides: when stderr is not a terminal or
+        --file-friendly-logging is given.
+    file_friendly_interval: the most seconds between redraws of a file-friendly bar.
     """
 
     def __init__(

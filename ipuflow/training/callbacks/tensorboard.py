@@ -23,6 +23,8 @@ class TensorBoardCallback(TrainerCallback):
     (``log/validation``): ``epoch/<name>`` per epoch, and ``update/<name>`` for every validation at
     its optimizer-update step (the ones from `validation_interval` included). Writers open on the
     first event, so building the callback costs nothing.
+
+    flush_secs: seconds between flushes of the event files to disk.
     """
 
     def __init__(self, serialization_dir: str, flush_secs: int = 120) -> None:
