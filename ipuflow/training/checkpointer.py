@@ -24,6 +24,9 @@ import safetensors.torch
 import torch
 
 from ipuflow.config import ConfigurationError, Registrable
+from ipuflow.distributed import is_primary
+from ipuflow.distributed.checkpoint_state import adopt_own_rank_state, with_rank_states
+from ipuflow.distributed.rank_output import on_primary
 from ipuflow.storage import file_sha256, verify_sha256, write_atomically, write_json_atomically
 
 if TYPE_CHECKING:
@@ -143,7 +146,8 @@ class Checkpointer(Registrable):
         """Whether the intervals ask for a checkpoint at this point."""
         if batches_in_epoch_completed == 0 and self._save_completed_epochs:
             return True
-        if self._save_every_num_seconds is not None and time.time() - self._last_save_time >= self._save_every_num_seconds:
+        interval = self._save_every_num_seconds
+        if interval is not None and on_primary(lambda: time.time() - self._last_save_time >= interval):  # rank 0's clock decides
             return True
         if self._save_every_num_batches is not None:
             last = self._last_save_batches if self._last_save_epoch == epochs_completed else 0
@@ -152,8 +156,11 @@ class Checkpointer(Registrable):
         return False
 
     def save_checkpoint(self, trainer: "Trainer") -> Optional[Tuple[Path, Path]]:
-        """Write the trainer's checkpoint state now, then apply retention; the paths written."""
-        self._serialization_dir.mkdir(parents=True, exist_ok=True)
+        """Write the trainer's checkpoint state now, then apply retention; the paths written. Under
+        torchrun every rank calls this together and rank 0 writes, adding each rank's own state."""
+        primary = is_primary()
+        if primary:
+            self._serialization_dir.mkdir(parents=True, exist_ok=True)
         with trainer.get_checkpoint_state() as checkpoint:
             if checkpoint is None:
                 return None
@@ -164,7 +171,9 @@ class Checkpointer(Registrable):
             self._last_save_time = time.time()
             self._last_save_epoch = epochs
             self._last_save_batches = batches
-            training_state = {**checkpoint.training_state, "checkpointer": self.state_dict()}
+            training_state = with_rank_states({**checkpoint.training_state, "checkpointer": self.state_dict()})
+            if not primary:
+                return model_path, training_path
             save_training_state(training_state, training_path)
             save_weights(checkpoint.model_state, model_path)
             # The manifest goes last: a checkpoint is listed only once both files are complete.
@@ -227,8 +236,8 @@ class Checkpointer(Registrable):
             model_path, training_path = self.paths(epochs, batches)
             try:
                 manifest = self.verify_checkpoint(epochs, batches)
-                return TrainerCheckpoint(load_weights(model_path), load_training_state(training_path),
-                                         dict(manifest.get("run_status") or {}))
+                loaded = TrainerCheckpoint(load_weights(model_path), load_training_state(training_path),
+                                           dict(manifest.get("run_status") or {}))
             except Exception as error:  # damaged files: fall back to an older checkpoint
                 failures.append(f"{self.manifest_path(epochs, batches).name} ({error})")
                 self._damaged.add((epochs, batches))
@@ -236,6 +245,8 @@ class Checkpointer(Registrable):
                     "Checkpoint e%d_b%d in %s cannot be used: %s: %s; trying the previous one",
                     epochs, batches, self._serialization_dir, type(error).__name__, error,
                 )
+                continue
+            return loaded._replace(training_state=adopt_own_rank_state(loaded.training_state))
         if failures:
             raise CheckpointsUnreadable(
                 f"None of the {len(failures)} checkpoints in {self._serialization_dir} can be read, so training "
@@ -260,6 +271,8 @@ class Checkpointer(Registrable):
         checkpoints = self.all_checkpoints()
         if not checkpoints:
             return False
+        if not is_primary():
+            return True  # rank 0 records it
         manifest = self._read_manifest(*checkpoints[0])
         self._write_manifest(*checkpoints[0], manifest["sha256"], run_status)
         return True
@@ -267,7 +280,7 @@ class Checkpointer(Registrable):
     def remove_incomplete_checkpoints(self) -> List[str]:
         """Remove checkpoint files that have no manifest: a process killed while writing a
         checkpoint leaves them, and they are never loaded. The names removed."""
-        if not self._serialization_dir.is_dir():
+        if not self._serialization_dir.is_dir() or not is_primary():
             return []
         complete = set(self.all_checkpoints())
         removed = []

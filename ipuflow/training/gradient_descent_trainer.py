@@ -20,7 +20,10 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 import numpy
 import torch
 
+from ipuflow import distributed
 from ipuflow.config import ConfigurationError, Lazy
+from ipuflow.distributed.agreement import agree_on_requests
+from ipuflow.distributed.collectives import barrier
 from ipuflow.execution.executor import StepExecutor
 from ipuflow.models.model import Model
 from ipuflow.training.callbacks.batch_callback import BatchCallback
@@ -157,7 +160,7 @@ class GradientDescentTrainer(Trainer):
         self.control = TrainerControl()
 
         self._callbacks: List[TrainerCallback] = list(callbacks or [])
-        if enable_default_callbacks:
+        if enable_default_callbacks and distributed.is_primary():  # progress and console output: rank 0's
             for default in DEFAULT_CALLBACKS:
                 if not any(type(callback) is default for callback in self._callbacks):
                     self._callbacks.append(default(serialization_dir=serialization_dir))
@@ -343,6 +346,11 @@ class GradientDescentTrainer(Trainer):
     # -- public state ----------------------------------------------------------------------
 
     @property
+    def is_primary(self) -> bool:
+        """Whether this process writes the run's files and prints: always in one process, rank 0 under torchrun."""
+        return distributed.is_primary()
+
+    @property
     def callbacks(self) -> List[TrainerCallback]:
         """The trainer callbacks, defaults included."""
         return self._callbacks
@@ -412,9 +420,9 @@ class GradientDescentTrainer(Trainer):
                 if self.validation_executor is not None and self.validation_data_loader is not None:
                     self.validation_executor.compile_for(self.validation_data_loader)
                 for callback in self._callbacks:
-                    callback.on_start(self, is_primary=True)
+                    callback.on_start(self, is_primary=self.is_primary)
                 for epoch_callback in self._epoch_callbacks:
-                    epoch_callback(self, {}, -1, is_primary=True)
+                    epoch_callback(self, {}, -1, is_primary=self.is_primary)
                 metrics, epoch = self._try_train()
                 if interrupts.interrupted:
                     # The signal came as training ended; the stop is checkpointed, so -r only finishes the run.
@@ -428,7 +436,7 @@ class GradientDescentTrainer(Trainer):
                 self._interrupts = None
                 if started:
                     for callback in self._callbacks:
-                        callback.on_end(self, metrics=metrics, epoch=epoch, is_primary=True)
+                        callback.on_end(self, metrics=metrics, epoch=epoch, is_primary=self.is_primary)
                 for batch_callback in self._batch_callbacks:
                     batch_callback.close()
                 for epoch_callback in self._epoch_callbacks:
@@ -511,12 +519,15 @@ class GradientDescentTrainer(Trainer):
 
             if batch_metrics is not None:
                 for callback in self._callbacks:
-                    callback.on_log(self, batch_metrics, self.optimizer_updates, is_training=True)
+                    callback.on_log(self, batch_metrics, self.optimizer_updates, is_training=True, is_primary=self.is_primary)
             for callback in self._callbacks:
-                callback.on_batch(self, batch, result.outputs, batch_metrics, epoch, batch_number, is_training=True)
+                callback.on_batch(self, batch, result.outputs, batch_metrics, epoch, batch_number, is_training=True,
+                                  is_primary=self.is_primary)
             for batch_callback in self._batch_callbacks:
-                batch_callback(self, batch, result.outputs, batch_metrics, epoch, batch_number, is_training=True)
+                batch_callback(self, batch, result.outputs, batch_metrics, epoch, batch_number, is_training=True,
+                               is_primary=self.is_primary)
 
+            agree_on_requests(self.control, self._interrupts)  # under torchrun every rank acts on any rank's request
             last_of_epoch = num_batches is not None and batch_number >= num_batches
             if not last_of_epoch and (self.control.should_stop or self._reached_max_steps()):
                 return False  # the stop validates and saves (_stop_within_epoch)
@@ -571,13 +582,14 @@ class GradientDescentTrainer(Trainer):
             self.executor.set_optimizer(self.optimizer)  # type: ignore[arg-type]
 
         for callback in self._callbacks:
-            callback.on_epoch(self, metrics=metrics, epoch=epoch, is_primary=True)
+            callback.on_epoch(self, metrics=metrics, epoch=epoch, is_primary=self.is_primary)
         for epoch_callback in self._epoch_callbacks:
-            epoch_callback(self, metrics, epoch, is_primary=True)
+            epoch_callback(self, metrics, epoch, is_primary=self.is_primary)
 
         self.epochs_completed += 1
         self.batches_in_epoch_completed = 0
         self._save_position(metrics, is_best)
+        agree_on_requests(self.control, self._interrupts)
         if self._interrupts is not None and self._interrupts.interrupted and not self._status.training_finished:
             self._stop_for_signal(self._interrupts.signal_name or "a signal")
         return metrics
@@ -618,7 +630,8 @@ class GradientDescentTrainer(Trainer):
             {"host_calls": self.host_calls, "optimizer_updates": self.optimizer_updates, "samples_seen": self.samples_seen}
         )
         metrics.update(self._best_metrics())
-        write_json_atomically(Path(self.serialization_dir) / f"metrics_epoch_{epoch}.json", metrics)  # type: ignore[arg-type]
+        if self.is_primary:
+            write_json_atomically(Path(self.serialization_dir) / f"metrics_epoch_{epoch}.json", metrics)  # type: ignore[arg-type]
         return metrics
 
     def _save_position(self, metrics: Dict[str, Any], is_best: bool) -> None:
@@ -664,11 +677,14 @@ class GradientDescentTrainer(Trainer):
         this very position when it holds exactly them) and record its checksum."""
         position = (self.epochs_completed, self.batches_in_epoch_completed)
         best = Path(self.serialization_dir) / BEST_WEIGHTS  # type: ignore[arg-type]
-        if (just_checkpointed and self._last_saved_position == position and self._last_checkpoint is not None
+        if not self.is_primary:
+            pass  # rank 0 writes them; every rank reads them once written (the barrier below)
+        elif (just_checkpointed and self._last_saved_position == position and self._last_checkpoint is not None
                 and self._moving_average is None):
             link_atomically(self._last_checkpoint, best)
         else:
             self._save_best_weights()
+        barrier()
         self._best_sha256 = file_sha256(best)
 
     # -- loss reading (the only device syncs of the loop) ---------------------------------------
@@ -745,9 +761,11 @@ class GradientDescentTrainer(Trainer):
         def report_batch(outputs: Any, batch: Any) -> None:
             batch_number = next(batch_numbers)
             for callback in self._callbacks:
-                callback.on_batch(self, batch, outputs, None, epoch, batch_number, is_training=False)
+                callback.on_batch(self, batch, outputs, None, epoch, batch_number, is_training=False,
+                                  is_primary=self.is_primary)
             for batch_callback in self._batch_callbacks:
-                batch_callback(self, batch, outputs, None, epoch, batch_number, is_training=False)
+                batch_callback(self, batch, outputs, None, epoch, batch_number, is_training=False,
+                               is_primary=self.is_primary)
 
         try:
             with torch.no_grad():
@@ -764,7 +782,7 @@ class GradientDescentTrainer(Trainer):
                 self.validation_executor.detach()
         self._metric_tracker.add_metrics(validation_metrics)
         for callback in self._callbacks:
-            callback.on_evaluate(self, validation_metrics, epoch, self.optimizer_updates)
+            callback.on_evaluate(self, validation_metrics, epoch, self.optimizer_updates, is_primary=self.is_primary)
         return validation_metrics
 
     # -- weights and checkpoints -----------------------------------------------------------
@@ -837,7 +855,7 @@ class GradientDescentTrainer(Trainer):
         if paths is not None:
             self._last_checkpoint = paths[0]
             for callback in self._callbacks:
-                callback.on_save(self, paths)
+                callback.on_save(self, paths, is_primary=self.is_primary)
 
     def _stop_for_signal(self, signal_name: str) -> None:
         if self._checkpointer is not None:

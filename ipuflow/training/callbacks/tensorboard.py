@@ -44,6 +44,8 @@ class TensorBoardCallback(TrainerCallback):
     def on_log(
         self, trainer: "GradientDescentTrainer", logs: Dict[str, float], step: int, is_training: bool = True, **kwargs: Any
     ) -> None:
+        if not kwargs.get("is_primary", True):
+            return
         writer = self.writer("train" if is_training else "validation")
         for name, value in logs.items():
             if isinstance(value, (int, float)):
@@ -52,6 +54,8 @@ class TensorBoardCallback(TrainerCallback):
     def on_evaluate(
         self, trainer: "GradientDescentTrainer", metrics: Dict[str, float], epoch: int, step: int, **kwargs: Any
     ) -> None:
+        if not kwargs.get("is_primary", True):
+            return
         writer = self.writer("validation")
         for name, value in metrics.items():
             if isinstance(value, (int, float)):
