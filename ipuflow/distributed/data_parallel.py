@@ -21,6 +21,8 @@ from ipuflow.config import ConfigurationError
 from ipuflow.distributed.process_group import DistributedContext
 
 SHARDINGS = (None, "ddp", "fsdp")
+SHARDED_MARK = "_ipuflow_fsdp"
+"""Attribute set (True) on a model that `sharding: fsdp` has sharded in place."""
 
 
 def require_sharding(sharding: Optional[str]) -> Optional[str]:

@@ -39,7 +39,13 @@ def check_config_for_launch(params: Params, world_size: int) -> Dict[str, Any]:
     for key in REPLICATION_KEYS:
         if key in block:
             resolve_replication_factor(key, block[key], world_size)
-    require_sharding(block.get("sharding"))
+    if require_sharding(block.get("sharding")) == "fsdp":
+        trainer = params.get("trainer")
+        if isinstance(trainer, Params) and trainer.get("moving_average") is not None:
+            raise ConfigurationError(
+                "trainer.moving_average cannot be used with trainer.executor.sharding 'fsdp': the average would need "
+                "a full copy of the weights on every rank, which sharding avoids."
+            )
     device = block.get("device", "auto")
     if isinstance(device, str) and device.startswith("cuda:"):
         raise ConfigurationError(

@@ -12,7 +12,7 @@ import torch
 
 from ipuflow import distributed
 from ipuflow.config import ConfigurationError
-from ipuflow.distributed.data_parallel import ReplicaGroup, mean_over_ranks, require_sharding, update_contexts
+from ipuflow.distributed.data_parallel import SHARDED_MARK, ReplicaGroup, mean_over_ranks, require_sharding, update_contexts
 from ipuflow.distributed.process_group import rank_device
 from ipuflow.distributed.replicas import replicated_options
 from ipuflow.execution.executor import Batch, StepExecutor, StepResult, require_optimizer_for
@@ -115,6 +115,10 @@ class NativeExecutor(StepExecutor):
         context = distributed.current()
         if context is not None:
             options = replicated_options(options, context.world_size)
+            if sharding == "fsdp" and options.get("auto_loss_scaling"):
+                raise ConfigurationError("executor.auto_loss_scaling is not available with sharding 'fsdp': each rank holds "
+                                         "only a shard of the gradients, whose overflow checks would disagree; use a static "
+                                         "loss_scaling, or bf16 (no scaling needed).")
         super().__init__(model, optimizer, **options)
         if not isinstance(distributed_backend, str):
             raise ConfigurationError(f"executor.distributed_backend: expected 'auto', 'gloo' or 'nccl', found {distributed_backend!r}.")
@@ -133,8 +137,10 @@ class NativeExecutor(StepExecutor):
         if shared.seed is not None:
             # poptorch's randomSeed seeds torch as well; dropout masks then repeat run to run.
             torch.manual_seed(shared.seed)
-        # Module.to keeps parameter identity, so an optimizer built before stays valid.
-        self._model = model.to(self._device)
+        # Module.to keeps a plain parameter's identity, so an optimizer built before stays valid; it
+        # would replace an FSDP-sharded model's parameters, so a model already in place is left alone.
+        in_place = all(tensor.device == self._device for tensor in (*model.parameters(), *model.buffers()))
+        self._model = model if in_place else model.to(self._device)
         self._optimizer = optimizer
         self._moves_inputs = self._device.type != "cpu"
         self._autocast = autocast_factory(shared.precision, self._device.type)
@@ -151,9 +157,11 @@ class NativeExecutor(StepExecutor):
         if context is not None and self.training:
             self._group = ReplicaGroup(self._model, context, sharding, find_unused_parameters)
             if optimizer is not None and sharding == "fsdp":
-                from ipuflow.distributed.fsdp import adopt_sharded_parameters
+                from ipuflow.distributed.fsdp import adopt_sharded_parameters, use_full_optimizer_state
 
                 adopt_sharded_parameters(optimizer, self._group)
+                # Checkpoints then hold the full optimizer state (by parameter name), written by rank 0.
+                use_full_optimizer_state(self._model, optimizer)
                 self._parameters = [parameter for group in optimizer.param_groups for parameter in group["params"]]
             if context.rank > 0:
                 # Replicas draw different random numbers (dropout masks); rank 0 keeps the stream
@@ -348,6 +356,10 @@ class NativeExecutor(StepExecutor):
             with autocast():
                 outputs = forward(**micro_batch)
             collector.add(step, replica, outputs, find_loss(outputs, training=False))
+        if getattr(self._model, SHARDED_MARK, False):
+            # FSDP keeps the root's gathered parameters after a forward without backward; shard them
+            # again, so the model's parameters are the ones the optimizer holds.
+            self._model.reshard()  # type: ignore[operator]
         return StepResult(collector.outputs(), collector.mean_loss(), 0, samples * self._local_plan_share)
 
     @property

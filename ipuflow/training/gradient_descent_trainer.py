@@ -677,14 +677,13 @@ class GradientDescentTrainer(Trainer):
         this very position when it holds exactly them) and record its checksum."""
         position = (self.epochs_completed, self.batches_in_epoch_completed)
         best = Path(self.serialization_dir) / BEST_WEIGHTS  # type: ignore[arg-type]
-        if not self.is_primary:
-            pass  # rank 0 writes them; every rank reads them once written (the barrier below)
-        elif (just_checkpointed and self._last_saved_position == position and self._last_checkpoint is not None
+        if (just_checkpointed and self._last_saved_position == position and self._last_checkpoint is not None
                 and self._moving_average is None):
-            link_atomically(self._last_checkpoint, best)
+            if self.is_primary:
+                link_atomically(self._last_checkpoint, best)
         else:
             self._save_best_weights()
-        barrier()
+        barrier()  # rank 0 has written them: every rank may read them
         self._best_sha256 = file_sha256(best)
 
     # -- loss reading (the only device syncs of the loop) ---------------------------------------
@@ -792,7 +791,9 @@ class GradientDescentTrainer(Trainer):
         if self._moving_average is not None:
             self._moving_average.assign_average_value()
         try:
-            save_weights(self.model.state_dict(), Path(self.serialization_dir) / BEST_WEIGHTS)  # type: ignore[arg-type]
+            state = self.model.state_dict()  # every rank: a sharded model gathers its weights (onto rank 0)
+            if self.is_primary:
+                save_weights(state, Path(self.serialization_dir) / BEST_WEIGHTS)  # type: ignore[arg-type]
         finally:
             if self._moving_average is not None:
                 self._moving_average.restore()

@@ -102,3 +102,33 @@ def test_a_failure_on_one_rank_stops_every_rank_and_is_reported_once(task, tmp_p
         assert errors == [], errors  # the killed rank cannot speak; torchrun reports its exit, rank 0 keeps quiet
         assert "SIGKILL" in done.stderr or "Signal 9" in done.stderr
     assert not (tmp_path / "run" / "metrics.json").exists()
+
+
+TINY_BERT = {"type": "transformer_classifier", "config": {
+    "model_type": "bert", "hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 32,
+    "vocab_size": 64, "max_position_embeddings": 16, "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}}
+
+
+@pytest.mark.slow  # a single-process run and a torchrun run of a small BERT: about 40 s on 2 cores
+def test_fsdp_trains_as_one_process_and_leaves_an_ordinary_archive(task, tmp_path):
+    config = task_config(task, tmp_path / "config.json", {"replication_factor": 2, "gradient_accumulation": 2, "sharding": "fsdp"})
+    data = json.loads(config.read_text())
+    data["model"] = TINY_BERT
+    data["trainer"]["optimizer"]["lr"] = 0.01
+    config.write_text(json.dumps(data))
+    one, two = tmp_path / "one", tmp_path / "two"
+    assert single_process(["train", str(config), "-s", str(one)]) == 0
+    done, _ = torchrun(["train", str(config), "-s", str(two)])
+    assert done.returncode == 0, done.stderr[-3000:]
+    # Each BERT layer and the rest are sharded across the ranks; the files hold the full weights.
+    for name in ("model_state_e2_b0.safetensors", "best.safetensors"):
+        assert max_difference(load_weights(one / name), load_weights(two / name)) <= 5e-6, name
+    _same_metrics({k: v for k, v in read_json(one / "metrics.json").items() if "loss" not in k},
+                  {k: v for k, v in read_json(two / "metrics.json").items() if "loss" not in k})
+    assert math.isclose(read_json(one / "metrics.json")["validation_loss"], read_json(two / "metrics.json")["validation_loss"],
+                        rel_tol=1e-5)
+    # The archive is an ordinary one: a single process scores it.
+    assert single_process(["evaluate", str(two / "model.tar.gz"), str(task / "test.jsonl"),
+                           "--output-file", str(tmp_path / "scores.json")]) == 0
+    assert math.isclose(read_json(tmp_path / "scores.json")["accuracy"], read_json(two / "metrics.json")["test_accuracy"],
+                        rel_tol=1e-6)
