@@ -83,8 +83,3 @@ def mean_over_ranks(loss: Optional[torch.Tensor], context: Optional[DistributedC
     total = loss.detach().float().clone()
     dist.all_reduce(total, op=dist.ReduceOp.SUM)
     return total.div_(context.world_size)
-
-
-def replica_state(executor_state: Dict[str, Any]) -> Dict[str, Any]:
-    """What differs between ranks in an executor's state: its random-number states."""
-    return {"rng": executor_state.get("rng")}

@@ -11,7 +11,7 @@ weights and archives stay the same safetensors files as without sharding.
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Dict, Iterator
 
 import torch
 
@@ -22,6 +22,8 @@ from ipuflow.distributed.data_parallel import SHARDED_MARK
 
 if TYPE_CHECKING:
     from ipuflow.distributed.data_parallel import ReplicaGroup
+
+_NAMES = "_ipuflow_parameter_names"
 
 
 def _full_state_options(**extra: Any) -> Any:
@@ -36,7 +38,8 @@ def shard_model(model: torch.nn.Module, context: DistributedContext) -> torch.nn
     from torch.distributed.fsdp import fully_shard
 
     broadcast_tensors_from_primary([tensor.data for tensor in (*model.parameters(), *model.buffers())])
-    model._ipuflow_names = {id(parameter): name for name, parameter in model.named_parameters()}  # type: ignore[assignment]
+    # The names of the original parameters, for the optimizer built over them (see adopt_sharded_parameters).
+    setattr(model, _NAMES, {id(parameter): name for name, parameter in model.named_parameters()})
     for module in list(model.modules()):
         if isinstance(module, torch.nn.ModuleList):
             for layer in module:
@@ -60,7 +63,7 @@ def _use_full_state_dicts(model: torch.nn.Module) -> None:
 def adopt_sharded_parameters(optimizer: torch.optim.Optimizer, group: "ReplicaGroup") -> None:
     """Point `optimizer`'s parameter groups at the sharded parameters that replaced the model's
     (built before sharding, it holds the originals; it has no state yet)."""
-    names = group.model._ipuflow_names  # type: ignore[union-attr]
+    names: Dict[int, str] = getattr(group.model, _NAMES)
     sharded = dict(group.model.named_parameters())
     for param_group in optimizer.param_groups:
         param_group["params"] = [sharded[names[id(parameter)]] for parameter in param_group["params"]]
