@@ -13,7 +13,7 @@ replicas. DDP averages over ranks; each rank divides its loss by its own micro-b
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, ContextManager, Dict, List, Optional
+from typing import Any, Callable, ContextManager, List, Optional
 
 import torch
 

@@ -13,6 +13,7 @@ from ipuflow.config import ConfigurationError, Params
 from ipuflow.distributed.data_parallel import require_sharding
 from ipuflow.distributed.process_group import DistributedContext, choose_backend, launched_by_torchrun, start, stop
 from ipuflow.distributed.replicas import REPLICATION_KEYS, resolve_replication_factor
+from ipuflow.training.trainer_state import set_primary_check
 
 
 def executor_block(params: Params) -> Dict[str, Any]:
@@ -68,9 +69,11 @@ def replica_group_for(params: Params) -> Iterator[Optional[DistributedContext]]:
         return
     block = check_config_for_launch(params, int(os.environ["WORLD_SIZE"]))
     context = start(block.get("distributed_backend", "auto"), _uses_cuda(block.get("device", "auto")))
+    set_primary_check(lambda: context.is_primary)  # what callbacks see as is_primary
     try:
         yield context
     finally:
+        set_primary_check(None)
         stop()
 
 

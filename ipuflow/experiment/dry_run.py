@@ -21,6 +21,8 @@ import torch
 from ipuflow.config import ConfigurationError, Params
 from ipuflow.config.component_names import registered_name_of
 from ipuflow.config.errors import did_you_mean
+from ipuflow.training.callbacks.batch_callback import BatchCallbackAdapter
+from ipuflow.training.callbacks.epoch_callback import EpochCallbackAdapter
 
 logger = logging.getLogger(__name__)
 
@@ -96,10 +98,11 @@ def training_plan(trainer: Any, datasets: Mapping[str, List[Any]]) -> Dict[str, 
         "optimizer": _optimizer_summary(trainer.optimizer),
         "learning_rate_schedule": _schedule_summary(trainer._learning_rate_scheduler, trainer.optimizer, total),
         "validation_metric": _validation_metric(trainer),
-        "callbacks": [_registered_name(callback) for callback in trainer._callbacks],
+        "callbacks": [_registered_name(callback) for callback in trainer.callbacks
+                      if not isinstance(callback, (BatchCallbackAdapter, EpochCallbackAdapter))],
     }
-    batch_callbacks = getattr(trainer, "_batch_callbacks", [])
-    epoch_callbacks = getattr(trainer, "_epoch_callbacks", [])
+    batch_callbacks = [c.callback for c in trainer.callbacks if isinstance(c, BatchCallbackAdapter)]
+    epoch_callbacks = [c.callback for c in trainer.callbacks if isinstance(c, EpochCallbackAdapter)]
     if batch_callbacks:
         plan["batch_callbacks"] = [_registered_name(callback) for callback in batch_callbacks]
     if epoch_callbacks:

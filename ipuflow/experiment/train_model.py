@@ -18,7 +18,6 @@ from ipuflow.data.readers import DatasetReader
 from ipuflow.data.vocabulary import Vocabulary
 from ipuflow.distributed import is_primary
 from ipuflow.distributed.collectives import barrier
-from ipuflow.evaluation.evaluator import evaluate
 from ipuflow.evaluation.inference import evaluation_loader
 from ipuflow.evaluation.postprocessor import Postprocessor
 from ipuflow.execution.executor import StepExecutor
@@ -205,8 +204,7 @@ class TrainModel(Registrable):
             executor = self.trainer.executor.inference_executor()
             self.test_data_loader.set_batch_size_factor(executor.batch_size_factor)
             executor.compile_for(self.test_data_loader)
-            with torch.no_grad():
-                test_metrics = evaluate(self.model, executor, self.test_data_loader)
+            test_metrics = self.trainer.evaluate_test_set(executor, self.test_data_loader)
             metrics.update({f"test_{key}": value for key, value in test_metrics.items()})
             if status.training_finished:
                 status.metrics.update({f"test_{key}": value for key, value in test_metrics.items()})

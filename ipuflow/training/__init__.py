@@ -16,6 +16,7 @@ from ipuflow.training.callbacks import (
     TrainerControl,
 )
 from ipuflow.training.checkpointer import Checkpointer, TrainerCheckpoint
+from ipuflow.training.events import TrainerEvent
 from ipuflow.training.gradient_descent_trainer import GradientDescentTrainer
 from ipuflow.training.interruption import NonFiniteLossError, TrainingInterrupted
 from ipuflow.training.lamb import Lamb
@@ -25,6 +26,7 @@ from ipuflow.training.momentum_schedulers import InvertedTriangular, MomentumSch
 from ipuflow.training.moving_average import ExponentialMovingAverage, MovingAverage
 from ipuflow.training.optimizers import Optimizer, make_parameter_groups
 from ipuflow.training.trainer import Trainer
+from ipuflow.training.trainer_state import TrainerState
 
 __all__ = [
     "BatchCallback",
@@ -50,6 +52,8 @@ __all__ = [
     "TrainerCallback",
     "TrainerCheckpoint",
     "TrainerControl",
+    "TrainerEvent",
+    "TrainerState",
     "TrainingInterrupted",
     "make_parameter_groups",
 ]

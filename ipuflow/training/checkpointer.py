@@ -39,11 +39,13 @@ _CHECKPOINT_FILE_RE = re.compile(r"^(model_state|training_state|checkpoint)_e(\d
 
 
 class TrainerCheckpoint(NamedTuple):
-    """The model's weights, the trainer's state and the run's status (a `RunStatus` as a dict), as
-    saved and as loaded."""
+    """The model's weights, the trainer's state, the checkpoint's position (epochs completed, host
+    calls into the next epoch: what names its files) and the run's status (a `RunStatus` as a dict),
+    as saved and as loaded."""
 
     model_state: Dict[str, torch.Tensor]
     training_state: Dict[str, Any]
+    position: Tuple[int, int]
     run_status: Dict[str, Any] = {}
 
 
@@ -156,16 +158,16 @@ class Checkpointer(Registrable):
         return False
 
     def save_checkpoint(self, trainer: "Trainer") -> Optional[Tuple[Path, Path]]:
-        """Write the trainer's checkpoint state now, then apply retention; the paths written. Under
-        torchrun every rank calls this together and rank 0 writes, adding each rank's own state."""
+        """Write the trainer's checkpoint state now, with the checkpointer's own state under
+        ``checkpointer`` (restored by `load_checkpoint`), then apply retention; the paths written.
+        Under torchrun every rank calls this together and rank 0 writes, adding each rank's own state."""
         primary = is_primary()
         if primary:
             self._serialization_dir.mkdir(parents=True, exist_ok=True)
         with trainer.get_checkpoint_state() as checkpoint:
             if checkpoint is None:
                 return None
-            epochs = int(checkpoint.training_state["epochs_completed"])
-            batches = int(checkpoint.training_state["batches_in_epoch_completed"])
+            epochs, batches = (int(count) for count in checkpoint.position)
             model_path, training_path = self.paths(epochs, batches)
             # The interval counters are recorded as of this save, so a resumed run keeps the cadence.
             self._last_save_time = time.time()
@@ -230,14 +232,15 @@ class Checkpointer(Registrable):
     def load_checkpoint(self) -> Optional[TrainerCheckpoint]:
         """The newest checkpoint that verifies and loads; a damaged one (truncated, bytes changed,
         a file missing) is reported by name and the previous one tried. None if there is no
-        checkpoint; `CheckpointsUnreadable` if there are some and none can be read."""
+        checkpoint; `CheckpointsUnreadable` if there are some and none can be read. The interval
+        counters continue from the checkpoint loaded."""
         failures = []
         for epochs, batches in self.all_checkpoints():
             model_path, training_path = self.paths(epochs, batches)
             try:
                 manifest = self.verify_checkpoint(epochs, batches)
-                loaded = TrainerCheckpoint(load_weights(model_path), load_training_state(training_path),
-                                           dict(manifest.get("run_status") or {}))
+                checkpoint = TrainerCheckpoint(load_weights(model_path), load_training_state(training_path),
+                                               (epochs, batches), dict(manifest.get("run_status") or {}))
             except Exception as error:  # damaged files: fall back to an older checkpoint
                 failures.append(f"{self.manifest_path(epochs, batches).name} ({error})")
                 self._damaged.add((epochs, batches))
@@ -246,7 +249,10 @@ class Checkpointer(Registrable):
                     epochs, batches, self._serialization_dir, type(error).__name__, error,
                 )
                 continue
-            return loaded._replace(training_state=adopt_own_rank_state(loaded.training_state))
+            checkpoint = checkpoint._replace(training_state=adopt_own_rank_state(checkpoint.training_state))
+            if checkpoint.training_state.get("checkpointer") is not None:
+                self.load_state_dict(checkpoint.training_state["checkpointer"])
+            return checkpoint
         if failures:
             raise CheckpointsUnreadable(
                 f"None of the {len(failures)} checkpoints in {self._serialization_dir} can be read, so training "

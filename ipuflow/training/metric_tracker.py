@@ -59,6 +59,14 @@ class MetricTracker:
                 f"{sorted(metrics)}"
             ) from None
 
+    def reported_value(self, metrics: Dict[str, float]) -> float:
+        """The value to report for the tracked metric: itself for one name (so that accuracy reads
+        as accuracy, loss as loss), the signed sum for a list."""
+        if len(self.tracked_metrics) == 1:
+            self.combined_score(metrics)  # the same error for a missing metric
+            return float(metrics[self.tracked_metrics[0][1]])
+        return self.combined_score(metrics)
+
     def add_metrics(self, metrics: Dict[str, float]) -> None:
         """Record one validation's metrics."""
         score = self.combined_score(metrics)

@@ -5,13 +5,17 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING, Any, ClassVar, Dict, Iterator, Optional
 
+import torch
+
 from ipuflow.config import Registrable
+from ipuflow.evaluation.evaluator import evaluate
 from ipuflow.training.checkpointer import TrainerCheckpoint
 from ipuflow.training.run_status import RunStatus
 
 if TYPE_CHECKING:
     from ipuflow.data.loader import DataLoader
     from ipuflow.execution.executor import StepExecutor
+    from ipuflow.models.model import Model
 
 
 class Trainer(Registrable):
@@ -21,6 +25,7 @@ class Trainer(Registrable):
 
     # What the experiment uses after training (test evaluation through the trainer's executor) and
     # what --dry-run reports; every trainer provides them.
+    model: "Model"
     executor: "StepExecutor"
     data_loader: "DataLoader"
 
@@ -36,6 +41,11 @@ class Trainer(Registrable):
         """The model and training state to save, valid while the context is held (a moving
         average or a device copy may be swapped in for that time); None when nothing is saved."""
         yield None
+
+    def evaluate_test_set(self, executor: "StepExecutor", loader: Any) -> Dict[str, float]:
+        """The model's metrics on a test loader, with an inference `executor` compiled for it."""
+        with torch.no_grad():
+            return evaluate(self.model, executor, loader)
 
     def get_best_weights_path(self) -> Optional[str]:
         """The file holding the best weights so far, if any."""

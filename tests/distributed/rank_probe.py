@@ -7,7 +7,7 @@ import json
 import os
 import signal
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Any, List
 
 from ipuflow.training.callbacks.callback import TrainerCallback
 
@@ -28,16 +28,13 @@ class RankProbe(TrainerCallback):
         self.rank = int(os.environ.get("RANK", "0"))
         self.events: List[Any] = []
 
-    def on_start(self, trainer: Any, is_primary: bool = True, **kwargs: Any) -> None:
-        super().on_start(trainer, is_primary, **kwargs)
-        self.events.append(["start", is_primary])
+    def on_train_begin(self, event: Any) -> None:
+        self.events.append(["start", event.is_primary])
 
-    def on_batch(self, trainer: Any, batch: Any, outputs: Any, batch_metrics: Any, epoch: int, batch_number: int,
-                 is_training: bool, is_primary: bool = True, **kwargs: Any) -> None:
-        if not is_training:
-            return
-        self.events.append(["batch", is_primary, int(next(iter(batch.values())).shape[0])])
-        if self.rank == self.on_rank and trainer.host_calls == self.at_batch:
+    def on_step_end(self, event: Any) -> None:
+        batch = event.batch
+        self.events.append(["batch", event.is_primary, int(next(iter(batch.values())).shape[0])])
+        if self.rank == self.on_rank and event.state.host_calls == self.at_batch:
             if self.action == "raise":
                 raise RuntimeError(f"injected failure on rank {self.rank}")
             if self.action == "sigkill":
@@ -45,9 +42,8 @@ class RankProbe(TrainerCallback):
             if self.action == "sigterm":
                 os.kill(os.getpid(), signal.SIGTERM)
             if self.action == "stop":
-                trainer.control.should_stop = True
+                event.control.should_stop = True
 
-    def on_end(self, trainer: Any, metrics: Optional[Any] = None, epoch: Optional[int] = None, is_primary: bool = True,
-               **kwargs: Any) -> None:
+    def on_train_end(self, event: Any) -> None:
         self.record_to.mkdir(parents=True, exist_ok=True)
         (self.record_to / f"rank{self.rank}.json").write_text(json.dumps(self.events))

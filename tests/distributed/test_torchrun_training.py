@@ -77,8 +77,11 @@ def test_a_replication_factor_other_than_the_world_size_is_refused_once(task, tm
 def test_a_stop_asked_on_one_rank_stops_every_rank_and_only_rank_0_is_primary(task, tmp_path):
     probe = {"type": "rank_probe", "record_to": str(tmp_path / "probe"), "on_rank": 1, "at_batch": 2, "action": "stop"}
     config = task_config(task, tmp_path / "config.json", {"replication_factor": 1}, callbacks=[probe])
-    done, seconds = torchrun(["train", str(config), "-s", str(tmp_path / "run"), "--include-package", PROBE])
+    cache = tmp_path / "cache"  # a fresh data cache: the ranks build each dataset once between them
+    done, seconds = torchrun(["train", str(config), "-s", str(tmp_path / "run"), "--include-package", PROBE],
+                             env={"IPUFLOW_DATA_CACHE_DIR": str(cache)})
     assert done.returncode == 0, done.stderr[-3000:]
+    assert len([entry for entry in cache.iterdir() if entry.is_dir()]) == 3  # train, validation, test; no partial builds
     metrics = read_json(tmp_path / "run" / "metrics.json")
     assert metrics["optimizer_updates"] == 2 and metrics["samples_seen"] == 2 * 8  # replication_factor 1 took the world size
     ranks = [json.loads((tmp_path / "probe" / f"rank{rank}.json").read_text()) for rank in (0, 1)]
@@ -87,7 +90,7 @@ def test_a_stop_asked_on_one_rank_stops_every_rank_and_only_rank_0_is_primary(ta
     assert {event[2] for events in ranks for event in events if event[0] == "batch"} == {4}
 
 
-@pytest.mark.parametrize("action", ["raise", "sigkill"])
+@pytest.mark.parametrize("action", ["raise", "sigkill", "sigterm"])
 def test_a_failure_on_one_rank_stops_every_rank_and_is_reported_once(task, tmp_path, action):
     probe = {"type": "rank_probe", "record_to": str(tmp_path / "probe"), "on_rank": 1, "at_batch": 2, "action": action}
     config = task_config(task, tmp_path / "config.json", {"replication_factor": 2}, callbacks=[probe], num_epochs=1000)
@@ -95,7 +98,12 @@ def test_a_failure_on_one_rank_stops_every_rank_and_is_reported_once(task, tmp_p
                              timeout=120)
     assert done.returncode != 0
     errors = error_lines(done)
-    if action == "raise":
+    if action == "sigterm":
+        # Every rank stops at the same host call, after one checkpoint for the group; rank 0 says so once.
+        assert len(errors) == 1 and "[rank 0]" in errors[0], errors
+        assert "interrupted by a signal to another rank after 2 optimizer updates" in " ".join(done.stderr.split())
+        assert (tmp_path / "run" / "checkpoint_e0_b2.json").is_file()
+    elif action == "raise":
         assert len(errors) == 1 and "[rank 1]" in errors[0], errors
         assert "injected failure on rank 1" in " ".join(done.stderr.split())
     else:

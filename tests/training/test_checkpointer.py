@@ -24,6 +24,7 @@ class PositionOnlyTrainer(Trainer):
         yield TrainerCheckpoint(
             {"weight": self.weight, "tied": self.weight},
             {"epochs_completed": self.epochs, "batches_in_epoch_completed": self.batches, "step": torch.tensor(3)},
+            (self.epochs, self.batches),
         )
 
 

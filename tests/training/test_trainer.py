@@ -54,27 +54,29 @@ class Recorder(TrainerCallback):
         self.events: List[tuple] = []
         self.calls = 0
 
-    def on_start(self, trainer, is_primary=True, **kwargs):
-        super().on_start(trainer, is_primary, **kwargs)
+    def on_train_begin(self, event):
         self.events.append(("start",))
 
-    def on_batch(self, trainer, batch, outputs, batch_metrics, epoch, batch_number, is_training, is_primary=True, **kw):
-        self.events.append(("batch", epoch, batch_number, is_training))
+    def on_step_end(self, event):
+        self.events.append(("batch", event.epoch, event.batch_number, event.is_training))
 
-    def on_evaluate(self, trainer, metrics, epoch, step, **kwargs):
-        self.events.append(("evaluate", epoch, step))
+    def on_prediction_step(self, event):
+        self.events.append(("batch", event.epoch, event.batch_number, event.is_training))
 
-    def on_epoch(self, trainer, metrics, epoch, is_primary=True, **kwargs):
-        self.events.append(("epoch", epoch))
+    def on_evaluate(self, event):
+        self.events.append(("evaluate", event.epoch, event.state.global_step))
 
-    def on_save(self, trainer, paths, **kwargs):
-        self.events.append(("save", paths[0].name))
+    def on_epoch_end(self, event):
+        self.events.append(("epoch", event.epoch))
 
-    def on_log(self, trainer, logs, step, is_training=True, **kwargs):
-        self.events.append(("log", step, sorted(logs)))
+    def on_save(self, event):
+        self.events.append(("save", event.paths[0].name))
 
-    def on_end(self, trainer, metrics=None, epoch=None, is_primary=True, **kwargs):
-        self.events.append(("end", metrics is not None, epoch))
+    def on_log(self, event):
+        self.events.append(("log", event.state.global_step, sorted(event.logs)))
+
+    def on_train_end(self, event):
+        self.events.append(("end", event.metrics is not None, event.epoch))
 
     def state_dict(self):
         return {"events": len(self.events)}
@@ -131,7 +133,7 @@ def test_early_stopping_with_patience(tmp_path):
 def test_callback_order_and_on_end_after_errors(tmp_path):
     recorder = Recorder(str(tmp_path))
     trainer = build(tmp_path, {"num_epochs": 2, "log_interval": 6}, train=16, validation=8)
-    trainer._callbacks.append(recorder)
+    trainer.add_callback(recorder)
     trainer.train()
     events = [e for e in recorder.events if e[0] != "log"]
     expected = [("start",)]
@@ -172,21 +174,20 @@ def test_step_schedules_count_optimizer_updates_with_device_iterations(tmp_path)
     lrs = []
 
     class LearningRates(TrainerCallback):
-        def on_batch(self, trainer, batch, outputs, batch_metrics, epoch, batch_number, is_training, **kwargs):
-            if is_training:
-                lrs.append(trainer.executor.state_dict()["hyperparameters"][0]["lr"])
+        def on_step_begin(self, event):
+            lrs.append(event.trainer.executor.state_dict()["hyperparameters"][0]["lr"])
 
     trainer = build(tmp_path, {"num_epochs": 2, "optimizer": {"type": "sgd", "lr": 1.0},
                                "executor": {"type": "native", "device_iterations": 2},
                                "learning_rate_scheduler": {"type": "linear_with_warmup", "warmup_steps": 4}},
                     with_validation=False, train=24, batch_size=2)
-    trainer._callbacks.append(LearningRates(str(tmp_path)))
+    trainer.add_callback(LearningRates(str(tmp_path)))
     assert trainer.data_loader.combined_batch_size == 4 and len(trainer.data_loader) == 6
     # 12 updates per epoch, 24 in all; the lr in use for each call is that of its first update.
     trainer.train()
     assert trainer.optimizer_updates == 24
-    expected_for_next = [min(u / 4, (24 - u) / 20) for u in range(3, 26, 2)]
-    assert lrs == pytest.approx([max(v, 0.0) for v in expected_for_next])
+    expected = [min(u / 4, (24 - u) / 20) for u in range(1, 24, 2)]
+    assert lrs == pytest.approx([max(v, 0.0) for v in expected])
 
 
 def test_gradient_accumulation_spellings(tmp_path):
@@ -221,7 +222,7 @@ def test_nan_loss_stops_training_and_keeps_the_last_good_checkpoint(tmp_path):
 def test_validation_interval_and_max_steps(tmp_path):
     recorder = Recorder(str(tmp_path))
     trainer = build(tmp_path, {"num_epochs": 5, "validation_interval": 5, "max_steps": 14}, train=32, validation=8)
-    trainer._callbacks.append(recorder)
+    trainer.add_callback(recorder)
     trainer.train()
     evaluations = [e for e in recorder.events if e[0] == "evaluate"]
     # The stop at max_steps validates too (issue 11.5), and writes that epoch's metrics so far.
@@ -235,12 +236,12 @@ def test_validation_interval_and_max_steps(tmp_path):
 
 def test_sigint_saves_a_checkpoint_and_says_how_to_resume(tmp_path):
     class Interrupt(TrainerCallback):
-        def on_batch(self, trainer, batch, outputs, batch_metrics, epoch, batch_number, is_training, **kwargs):
-            if is_training and trainer.optimizer_updates == 3:
+        def on_step_end(self, event):
+            if event.state.global_step == 3:
                 os.kill(os.getpid(), signal.SIGINT)
 
     trainer = build(tmp_path, {"num_epochs": 2})
-    trainer._callbacks.append(Interrupt(str(tmp_path)))
+    trainer.add_callback(Interrupt(str(tmp_path)))
     previous = signal.getsignal(signal.SIGINT)
     with pytest.raises(TrainingInterrupted, match="SIGINT.*-r"):
         trainer.train()

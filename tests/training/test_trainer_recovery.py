@@ -7,8 +7,8 @@ import pytest
 import safetensors.torch
 import torch
 
-import ipuflow.training.gradient_descent_trainer as trainer_module
-from ipuflow.training import GradientDescentTrainer
+import ipuflow.training.best_weights as best_weights_module
+from ipuflow.training.best_weights import BestWeights
 
 from tests.training.test_trainer import build, read_metrics
 
@@ -52,7 +52,7 @@ def test_a_crash_between_the_last_checkpoint_and_the_best_weights_is_repaired_on
     trainer = build(crashed, config)
     calls = []
     if moving_average:
-        original = GradientDescentTrainer._save_best_weights
+        original = BestWeights._save
 
         def crash_on_the_second(self):
             calls.append(1)
@@ -60,9 +60,9 @@ def test_a_crash_between_the_last_checkpoint_and_the_best_weights_is_repaired_on
                 raise SimulatedCrash
             original(self)
 
-        monkeypatch.setattr(GradientDescentTrainer, "_save_best_weights", crash_on_the_second)
+        monkeypatch.setattr(BestWeights, "_save", crash_on_the_second)
     else:
-        original_link = trainer_module.link_atomically
+        original_link = best_weights_module.link_atomically
 
         def crash_on_the_second(source, path):
             calls.append(1)
@@ -70,7 +70,7 @@ def test_a_crash_between_the_last_checkpoint_and_the_best_weights_is_repaired_on
                 raise SimulatedCrash
             original_link(source, path)
 
-        monkeypatch.setattr(trainer_module, "link_atomically", crash_on_the_second)
+        monkeypatch.setattr(best_weights_module, "link_atomically", crash_on_the_second)
     with pytest.raises(SimulatedCrash):
         trainer.train()
     monkeypatch.undo()
@@ -125,13 +125,13 @@ def test_the_save_cadence_survives_a_crash_and_resume(tmp_path):
     build(uninterrupted, config).train()
 
     class CrashAtCall8(TrainerCallback):
-        def on_batch(self, trainer, batch, outputs, batch_metrics, epoch, batch_number, is_training, **kwargs):
-            if is_training and batch_number == 8:
+        def on_step_end(self, event):
+            if event.batch_number == 8:
                 raise SimulatedCrash
 
     crashed = tmp_path / "crashed"
     trainer = build(crashed, config)
-    trainer._callbacks.append(CrashAtCall8(str(crashed)))
+    trainer.add_callback(CrashAtCall8(str(crashed)))
     with pytest.raises(SimulatedCrash):
         trainer.train()
     build(crashed, config).train()  # resumes from e0_b5
@@ -147,13 +147,13 @@ def test_a_signal_as_training_ends_is_reported_and_the_run_resumes_as_finished(t
     from ipuflow.training import TrainerCallback, TrainingInterrupted
 
     class SignalAtTheLastEpoch(TrainerCallback):
-        def on_epoch(self, trainer, metrics, epoch, is_primary=True, **kwargs):
-            if epoch == 1:
+        def on_epoch_end(self, event):
+            if event.epoch == 1:
                 os.kill(os.getpid(), signal.SIGTERM)
 
     config = {"num_epochs": 2}
     trainer = build(tmp_path, config)
-    trainer._callbacks.append(SignalAtTheLastEpoch(str(tmp_path)))
+    trainer.add_callback(SignalAtTheLastEpoch(str(tmp_path)))
     with pytest.raises(TrainingInterrupted, match="SIGTERM arrived as training ended.*without training"):
         trainer.train()
     before = files(tmp_path)

@@ -63,15 +63,16 @@ class ValidateOnCall(TrainerCallback):
         super().__init__(serialization_dir)
         self._calls = calls
 
-    def on_batch(self, trainer, batch, outputs, batch_metrics, epoch, batch_number, is_training, **kwargs):
-        if is_training and trainer.host_calls in self._calls:
-            trainer.control.should_validate = True
+    def on_step_end(self, event):
+        if event.state.host_calls in self._calls:
+            event.control.should_validate = True
 
 
 def test_a_validation_request_on_the_last_call_of_an_epoch_is_answered_once(tmp_path):
     recorder = Recorder(str(tmp_path))
     trainer = build(tmp_path, {"num_epochs": 2}, train=16, validation=8)  # 4 calls per epoch
-    trainer._callbacks += [ValidateOnCall(str(tmp_path), [2, 4]), recorder]
+    trainer.add_callback(ValidateOnCall(str(tmp_path), [2, 4]))
+    trainer.add_callback(recorder)
     trainer.train()
     evaluations = [event for event in recorder.events if event[0] == "evaluate"]
     # Call 2 asks for one within epoch 0; call 4 is answered by the end-of-epoch validation.
@@ -98,16 +99,16 @@ def _seconds(text: str) -> float:
 class SlowThenInterrupt(TrainerCallback):
     """Spends time in every call of the first process, then sends it SIGTERM."""
 
-    def on_batch(self, trainer, batch, outputs, batch_metrics, epoch, batch_number, is_training, **kwargs):
-        if is_training:
+    def on_step_end(self, event):
+        if event.is_training:
             time.sleep(0.1)
-            if trainer.host_calls == 6:
+            if event.state.host_calls == 6:
                 os.kill(os.getpid(), signal.SIGTERM)
 
 
 def test_training_duration_accumulates_across_resumes(tmp_path):
     first = build(tmp_path, {"num_epochs": 1})
-    first._callbacks.append(SlowThenInterrupt(str(tmp_path)))
+    first.add_callback(SlowThenInterrupt(str(tmp_path)))
     start = time.monotonic()
     with pytest.raises(TrainingInterrupted):
         first.train()
@@ -143,7 +144,7 @@ def test_log_interval_counts_optimizer_updates_like_validation_interval(tmp_path
     trainer = build(tmp_path, {"num_epochs": 1, "log_interval": 4, "validation_interval": 4,
                                "executor": {"type": "native", "device_iterations": 2}},
                     train=32, validation=8, batch_size=2)
-    trainer._callbacks.append(recorder)
+    trainer.add_callback(recorder)
     trainer.train()
     assert [event[1] for event in recorder.events if event[0] == "log"] == [4, 8, 12, 16]
     assert [event[2] for event in recorder.events if event[0] == "evaluate"] == [4, 8, 12, 16]

@@ -5,6 +5,7 @@ import os
 from typing import Any, Dict
 
 from ipuflow.training.callbacks import TrainerCallback
+from ipuflow.training.events import TrainerEvent
 
 
 @TrainerCallback.register("epoch_log")
@@ -16,12 +17,12 @@ class EpochLogCallback(TrainerCallback):
         self.path = os.path.join(serialization_dir, file_name)
         self.epochs_logged = 0
 
-    def on_epoch(self, trainer: Any, metrics: Dict[str, Any], epoch: int, is_primary: bool = True, **kwargs: Any) -> None:
-        """Append the epoch's numeric metrics as one JSON line."""
-        if is_primary:
-            numbers = {key: value for key, value in metrics.items() if isinstance(value, (int, float))}
+    def on_epoch_end(self, event: TrainerEvent) -> None:
+        """Append the epoch's numeric metrics (`event.metrics`) as one JSON line."""
+        if self.is_primary:
+            numbers = {key: value for key, value in (event.metrics or {}).items() if isinstance(value, (int, float))}
             with open(self.path, "a", encoding="utf-8") as log:
-                log.write(json.dumps({"epoch": epoch, **numbers}) + "\n")
+                log.write(json.dumps({"epoch": event.epoch, **numbers}) + "\n")
             self.epochs_logged += 1
 
     def state_dict(self) -> Dict[str, Any]:

@@ -1,6 +1,6 @@
 """Trainer callbacks; importing the package registers every built-in."""
 
-from ipuflow.training.callbacks.callback import TrainerCallback, TrainerControl
+from ipuflow.training.callbacks.callback import TrainerCallback, TrainerControl, TrainerEvent
 from ipuflow.training.callbacks.batch_callback import BatchCallback
 from ipuflow.training.callbacks.epoch_callback import EpochCallback
 from ipuflow.training.callbacks.console_metrics import ConsoleMetricsCallback
@@ -14,6 +14,7 @@ from ipuflow.training.callbacks.track_epoch import TrackEpochCallback
 __all__ = [
     "TrainerCallback",
     "TrainerControl",
+    "TrainerEvent",
     "BatchCallback",
     "EpochCallback",
     "ConsoleMetricsCallback",

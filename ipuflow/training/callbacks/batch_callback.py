@@ -1,10 +1,13 @@
-"""The one-method batch callback (AllenNLP 1.x style), listed under ``batch_callbacks``."""
+"""The one-method batch callback (AllenNLP 1.x style), listed under ``batch_callbacks``, and the
+adapter that runs it on the trainer's one event dispatch."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional
 
 from ipuflow.config import Registrable
+from ipuflow.training.callbacks.callback import TrainerCallback
+from ipuflow.training.events.event import VALIDATION, TrainerEvent
 
 if TYPE_CHECKING:
     from ipuflow.training.gradient_descent_trainer import GradientDescentTrainer
@@ -29,3 +32,28 @@ class BatchCallback(Registrable):
 
     def close(self) -> None:
         """Release what the callback holds (files, writers); called once when `train()` ends, also after an error."""
+
+
+class BatchCallbackAdapter(TrainerCallback):
+    """Runs a `BatchCallback` on the one dispatch: after every training host call (`on_step_end`,
+    with the logs of a logging point as `batch_metrics`) and every validation batch
+    (`on_prediction_step` of the validation split; test batches are not shown to it), and closes
+    it at `on_train_end`."""
+
+    def __init__(self, callback: BatchCallback, serialization_dir: str) -> None:
+        super().__init__(serialization_dir)
+        self.callback = callback
+
+    def on_step_end(self, event: TrainerEvent) -> None:
+        assert event.batch is not None and event.outputs is not None
+        self.callback(event.trainer, event.batch, event.outputs, event.logs, event.epoch,  # type: ignore[arg-type]
+                      event.batch_number, True, is_primary=event.is_primary)  # type: ignore[arg-type]
+
+    def on_prediction_step(self, event: TrainerEvent) -> None:
+        if event.split == VALIDATION:
+            assert event.batch is not None and event.outputs is not None
+            self.callback(event.trainer, event.batch, event.outputs, None, event.epoch,  # type: ignore[arg-type]
+                          event.batch_number, False, is_primary=event.is_primary)  # type: ignore[arg-type]
+
+    def on_train_end(self, event: TrainerEvent) -> None:
+        self.callback.close()

@@ -1,104 +1,102 @@
-"""The trainer's callback interface and the control object callbacks use to steer training."""
+"""The trainer's callback interface: one method per event, each taking the event object."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Tuple
+import inspect
+from typing import TYPE_CHECKING, Any, Dict, Optional
 
 from ipuflow.config import Registrable
+from ipuflow.training.events.control import TrainerControl
+from ipuflow.training.events.event import TrainerEvent
+from ipuflow.training.trainer_state import is_primary
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from ipuflow.training.gradient_descent_trainer import GradientDescentTrainer
 
+__all__ = ["TrainerCallback", "TrainerControl", "TrainerEvent"]
 
-@dataclass
-class TrainerControl:
-    """Requests from callbacks, honoured by the trainer after the current host call.
-
-    `should_stop` ends training after writing a checkpoint; `should_save` writes a checkpoint;
-    `should_validate` runs validation. The trainer clears a request once it has acted on it.
-    """
-
-    should_stop: bool = False
-    should_save: bool = False
-    should_validate: bool = False
+# The hooks of the callback interface before events had one object, and what replaced each.
+_RENAMED_HOOKS = {
+    "on_start": "on_train_begin",
+    "on_batch": "on_step_end (training host calls) and on_prediction_step (validation batches)",
+    "on_epoch": "on_epoch_end",
+    "on_end": "on_train_end",
+}
 
 
 class TrainerCallback(Registrable):
-    """Hooks into the training loop; every hook takes ``**kwargs`` for forward compatibility.
+    """Hooks into the training loop. Override the events you need; each receives one
+    `TrainerEvent` (`event.trainer`, `event.state`, `event.control` and the event's payload).
 
-    Order: `on_start` (also when resuming) → per host call `on_batch` (``is_training=True``), with
-    `on_log` at logging points → per validation `on_batch` (``is_training=False``) per batch, then
-    `on_evaluate` → per epoch `on_epoch` → `on_save` after each checkpoint → `on_end` always, also
-    after an error (then with ``metrics=None``). `serialization_dir` is injected. `state_dict` is
-    saved in checkpoints and handed back to `load_state_dict` by list position on resume.
+    When each event fires, and what `state.global_step` it sees under device iterations, is in
+    docs/training.md. `serialization_dir` is injected. `state_dict` is saved in checkpoints and
+    handed back to `load_state_dict` by list position on resume. `trainer` is set when the
+    callback joins a trainer.
     """
 
     def __init__(self, serialization_dir: str) -> None:
         self.serialization_dir = serialization_dir
         self.trainer: Optional["GradientDescentTrainer"] = None
 
-    def on_start(self, trainer: "GradientDescentTrainer", is_primary: bool = True, **kwargs: Any) -> None:
-        """Before the first host call of `train()`."""
-        self.trainer = trainer
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for old, new in _RENAMED_HOOKS.items():
+            if old in cls.__dict__:
+                raise TypeError(
+                    f"{cls.__qualname__}.{old}: TrainerCallback hooks now take one event object; "
+                    f"override {new}(self, event) instead (see docs/training.md, Callbacks)."
+                )
+        for name, method in cls.__dict__.items():
+            if name.startswith("on_") and callable(method) and hasattr(TrainerCallback, name):
+                positional = [p for p in inspect.signature(method).parameters.values()
+                              if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+                if len(positional) != 2:
+                    raise TypeError(
+                        f"{cls.__qualname__}.{name} must take (self, event): every TrainerCallback hook "
+                        "receives one TrainerEvent (see docs/training.md, Callbacks)."
+                    )
 
-    def on_batch(
-        self,
-        trainer: "GradientDescentTrainer",
-        batch: Mapping[str, Any],
-        outputs: Mapping[str, Any],
-        batch_metrics: Optional[Dict[str, float]],
-        epoch: int,
-        batch_number: int,
-        is_training: bool,
-        is_primary: bool = True,
-        **kwargs: Any,
-    ) -> None:
-        """After each training host call and each validation batch (`batch_number` is 1-based).
+    @property
+    def is_primary(self) -> bool:
+        """Whether this process writes files and logs (always, outside distributed runs)."""
+        return is_primary()
 
-        `outputs` stay on the device. `batch_metrics` is the dict just read at a logging point
-        (None otherwise, so that no callback forces a device sync on every call).
-        """
+    def on_init_end(self, event: TrainerEvent) -> None:
+        """The trainer is built (every part constructed, nothing restored yet)."""
 
-    def on_log(
-        self,
-        trainer: "GradientDescentTrainer",
-        logs: Dict[str, float],
-        step: int,
-        is_training: bool = True,
-        **kwargs: Any,
-    ) -> None:
-        """At logging points: running training metrics (loss, batch_loss, lr) at optimizer update `step`."""
+    def on_train_begin(self, event: TrainerEvent) -> None:
+        """`train()` starts (also when resuming: the state is the restored one)."""
 
-    def on_evaluate(
-        self, trainer: "GradientDescentTrainer", metrics: Dict[str, float], epoch: int, step: int, **kwargs: Any
-    ) -> None:
-        """After each validation (epoch ends and `validation_interval`), with its metrics."""
+    def on_epoch_begin(self, event: TrainerEvent) -> None:
+        """An epoch's first (or, resumed, next) host call is about to run; `event.epoch`."""
 
-    def on_epoch(
-        self,
-        trainer: "GradientDescentTrainer",
-        metrics: Dict[str, Any],
-        epoch: int,
-        is_primary: bool = True,
-        **kwargs: Any,
-    ) -> None:
-        """After each epoch's metrics file is written and its schedulers stepped."""
+    def on_step_begin(self, event: TrainerEvent) -> None:
+        """A training host call is about to run; `event.batch`, `epoch`, `batch_number`."""
 
-    def on_save(self, trainer: "GradientDescentTrainer", paths: Tuple["Path", "Path"], **kwargs: Any) -> None:
-        """After a checkpoint is written, with its (model, training state) paths."""
+    def on_step_end(self, event: TrainerEvent) -> None:
+        """A training host call ran its optimizer updates; `event.outputs` stay on the device and
+        `event.logs` is set only at logging points (so that no callback forces a device sync)."""
 
-    def on_end(
-        self,
-        trainer: "GradientDescentTrainer",
-        metrics: Optional[Dict[str, Any]] = None,
-        epoch: Optional[int] = None,
-        is_primary: bool = True,
-        **kwargs: Any,
-    ) -> None:
-        """Once, at the end of `train()`, also after an error (then `metrics` is None)."""
+    def on_log(self, event: TrainerEvent) -> None:
+        """The running training metrics were read: `event.logs` (`loss`, `batch_loss`, `lr`...)."""
+
+    def on_prediction_step(self, event: TrainerEvent) -> None:
+        """A validation or test batch ran (`event.split`); `event.outputs`, `batch`, `batch_number`."""
+
+    def on_evaluate(self, event: TrainerEvent) -> None:
+        """A validation ended (epoch ends and `validation_interval`): `event.metrics`."""
+
+    def on_save(self, event: TrainerEvent) -> None:
+        """A checkpoint was written: `event.paths` (model, training state)."""
+
+    def on_epoch_end(self, event: TrainerEvent) -> None:
+        """An epoch's metrics file is written and its schedulers stepped: `event.metrics`."""
+
+    def on_train_end(self, event: TrainerEvent) -> None:
+        """`train()` ends, also after an error (`event.error`; then `event.metrics` is None)."""
+
+    def on_predict(self, event: TrainerEvent) -> None:
+        """The test set was scored with the best weights (after training): `event.metrics`."""
 
     def state_dict(self) -> Dict[str, Any]:
         """State to checkpoint (plain values)."""

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Dict, List
+from typing import Any, Dict, List
 
 from ipuflow.training.callbacks.callback import TrainerCallback
-
-if TYPE_CHECKING:
-    from ipuflow.training.gradient_descent_trainer import GradientDescentTrainer
+from ipuflow.training.events.event import TrainerEvent
 
 logger = logging.getLogger(__name__)
 
@@ -54,10 +52,9 @@ class ConsoleMetricsCallback(TrainerCallback):
         super().__init__(serialization_dir)
         self._explained_missing = False
 
-    def on_epoch(
-        self, trainer: "GradientDescentTrainer", metrics: Dict[str, Any], epoch: int, is_primary: bool = True, **kwargs: Any
-    ) -> None:
-        if is_primary:
+    def on_epoch_end(self, event: TrainerEvent) -> None:
+        trainer, metrics, epoch = event.trainer, event.metrics or {}, event.epoch
+        if event.is_primary:
             table = format_metrics_table(metrics)
             if table:
                 logger.info("Epoch %d metrics:\n%s", epoch, table)

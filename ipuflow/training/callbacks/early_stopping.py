@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Dict, List, Union
+from typing import Any, Dict, List, Union
 
 from ipuflow.training.callbacks.callback import TrainerCallback
+from ipuflow.training.events.event import TrainerEvent
 from ipuflow.training.metric_tracker import MetricTracker
-
-if TYPE_CHECKING:
-    from ipuflow.training.gradient_descent_trainer import GradientDescentTrainer
 
 logger = logging.getLogger(__name__)
 
@@ -28,17 +26,16 @@ class EarlyStoppingCallback(TrainerCallback):
         self._patience = patience
         self._metric_name = validation_metric if isinstance(validation_metric, str) else " + ".join(validation_metric)
 
-    def on_evaluate(
-        self, trainer: "GradientDescentTrainer", metrics: Dict[str, float], epoch: int, step: int, **kwargs: Any
-    ) -> None:
-        self._tracker.add_metrics(metrics)
-        if self._tracker.should_stop_early() and not trainer.control.should_stop:
+    def on_evaluate(self, event: TrainerEvent) -> None:
+        assert event.metrics is not None
+        self._tracker.add_metrics(event.metrics)
+        if self._tracker.should_stop_early() and not event.control.should_stop:
             logger.info(
                 "Early stopping: %s has not improved in the last %d validation(s) (the callback's patience); "
                 "stopping training.",
                 self._metric_name, self._patience,
             )
-            trainer.control.should_stop = True
+            event.control.should_stop = True
 
     def state_dict(self) -> Dict[str, Any]:
         return {"tracker": self._tracker.state_dict()}

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Union
+from typing import Any, Dict, List, Optional, Union
 
 from ipuflow.training.callbacks.callback import TrainerCallback
+from ipuflow.training.events.event import TrainerEvent
 from ipuflow.training.metric_tracker import parse_validation_metric
-
-if TYPE_CHECKING:
-    from ipuflow.training.gradient_descent_trainer import GradientDescentTrainer
 
 logger = logging.getLogger(__name__)
 
@@ -64,9 +62,11 @@ class OptunaPruningCallback(TrainerCallback):
         self.pruner = dict(pruner or {"type": "median"})
         self._trial: Any = None
 
-    def on_start(self, trainer: "GradientDescentTrainer", is_primary: bool = True, **kwargs: Any) -> None:
-        super().on_start(trainer, is_primary, **kwargs)
+    def on_train_begin(self, event: TrainerEvent) -> None:
         self._trial = self._running_trial()
+        if self._trial is not None:
+            event.state.trial_name = f"{self.study_name}-{self.trial_number}"
+            event.state.trial_params = dict(self._trial.params)
 
     def _running_trial(self) -> Optional[Any]:
         prefix = "sqlite:///"
@@ -91,15 +91,16 @@ class OptunaPruningCallback(TrainerCallback):
         study = optuna.load_study(study_name=self.study_name, storage=storage, pruner=build_pruner(self.pruner))
         return optuna.trial.Trial(study, trial_id)
 
-    def on_evaluate(self, trainer: "GradientDescentTrainer", metrics: Dict[str, float], epoch: int, step: int,
-                    **kwargs: Any) -> None:
+    def on_evaluate(self, event: TrainerEvent) -> None:
         if self._trial is None:
             return
-        value = tuned_value(self.metric, metrics)
+        assert event.metrics is not None
+        step = event.state.global_step
+        value = tuned_value(self.metric, event.metrics)
         self._trial.report(value, step)
         if self._trial.should_prune():
             logger.info("optuna_pruning: trial %d pruned after %d optimizer updates (%s = %s).", self.trial_number,
                         step, self.metric, value)
             self._trial.set_user_attr(PRUNED_AT_ATTRIBUTE, step)
-            trainer.control.should_stop = True
+            event.control.should_stop = True
             self._trial = None  # report nothing more

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, TextIO
+from typing import Dict, Mapping, Optional, TextIO
 
 from tqdm import tqdm
 
 from ipuflow.training.callbacks.callback import TrainerCallback
-
-if TYPE_CHECKING:
-    from ipuflow.training.gradient_descent_trainer import GradientDescentTrainer
+from ipuflow.training.events.event import VALIDATION, TrainerEvent
 
 
 def format_postfix(metrics: Mapping[str, float]) -> str:
@@ -98,20 +96,19 @@ class ProgressCallback(TrainerCallback):
             self._bar = None
             self._bar_key = None
 
-    def on_batch(
-        self,
-        trainer: "GradientDescentTrainer",
-        batch: Mapping[str, Any],
-        outputs: Mapping[str, Any],
-        batch_metrics: Optional[Dict[str, float]],
-        epoch: int,
-        batch_number: int,
-        is_training: bool,
-        is_primary: bool = True,
-        **kwargs: Any,
-    ) -> None:
-        if not is_primary:
+    def on_step_end(self, event: TrainerEvent) -> None:
+        self._advance(event, event.logs)
+
+    def on_prediction_step(self, event: TrainerEvent) -> None:
+        if event.split == VALIDATION:
+            self._advance(event, None)
+
+    def _advance(self, event: TrainerEvent, batch_metrics: Optional[Dict[str, float]]) -> None:
+        if not event.is_primary:
             return
+        trainer, epoch, is_training = event.trainer, event.epoch, event.is_training
+        assert event.batch_number is not None
+        batch_number = event.batch_number
         key = (epoch, is_training)
         if self._bar_key != key:
             self._close()
@@ -130,25 +127,14 @@ class ProgressCallback(TrainerCallback):
         else:
             bar.update(1)
 
-    def on_evaluate(
-        self, trainer: "GradientDescentTrainer", metrics: Dict[str, float], epoch: int, step: int, **kwargs: Any
-    ) -> None:
-        if self._bar is not None and self._bar_key == (epoch, False):
+    def on_evaluate(self, event: TrainerEvent) -> None:
+        if self._bar is not None and self._bar_key == (event.epoch, False) and event.metrics is not None:
             # Closing draws the bar once more; a refresh here would print the final bar twice.
-            self._bar.set_postfix_str(format_postfix(metrics), refresh=False)
+            self._bar.set_postfix_str(format_postfix(event.metrics), refresh=False)
         self._close()
 
-    def on_epoch(
-        self, trainer: "GradientDescentTrainer", metrics: Dict[str, Any], epoch: int, is_primary: bool = True, **kwargs: Any
-    ) -> None:
+    def on_epoch_end(self, event: TrainerEvent) -> None:
         self._close()
 
-    def on_end(
-        self,
-        trainer: "GradientDescentTrainer",
-        metrics: Optional[Dict[str, Any]] = None,
-        epoch: Optional[int] = None,
-        is_primary: bool = True,
-        **kwargs: Any,
-    ) -> None:
+    def on_train_end(self, event: TrainerEvent) -> None:
         self._close()

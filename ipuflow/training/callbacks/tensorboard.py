@@ -4,14 +4,13 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Dict, Optional
+from typing import TYPE_CHECKING, Dict
 
 from ipuflow.training.callbacks.callback import TrainerCallback
+from ipuflow.training.events.event import TrainerEvent
 
 if TYPE_CHECKING:
     from torch.utils.tensorboard import SummaryWriter
-
-    from ipuflow.training.gradient_descent_trainer import GradientDescentTrainer
 
 
 @TrainerCallback.register("tensorboard")
@@ -41,31 +40,26 @@ class TensorBoardCallback(TrainerCallback):
             )
         return self._writers[name]
 
-    def on_log(
-        self, trainer: "GradientDescentTrainer", logs: Dict[str, float], step: int, is_training: bool = True, **kwargs: Any
-    ) -> None:
-        if not kwargs.get("is_primary", True):
+    def on_log(self, event: TrainerEvent) -> None:
+        if not event.is_primary or event.logs is None:
             return
-        writer = self.writer("train" if is_training else "validation")
-        for name, value in logs.items():
+        writer = self.writer("train")
+        for name, value in event.logs.items():
             if isinstance(value, (int, float)):
-                writer.add_scalar(f"batch/{name}", value, step)
+                writer.add_scalar(f"batch/{name}", value, event.state.global_step)
 
-    def on_evaluate(
-        self, trainer: "GradientDescentTrainer", metrics: Dict[str, float], epoch: int, step: int, **kwargs: Any
-    ) -> None:
-        if not kwargs.get("is_primary", True):
+    def on_evaluate(self, event: TrainerEvent) -> None:
+        if not event.is_primary or event.metrics is None:
             return
         writer = self.writer("validation")
-        for name, value in metrics.items():
+        for name, value in event.metrics.items():
             if isinstance(value, (int, float)):
-                writer.add_scalar(f"update/{name}", value, step)
+                writer.add_scalar(f"update/{name}", value, event.state.global_step)
 
-    def on_epoch(
-        self, trainer: "GradientDescentTrainer", metrics: Dict[str, Any], epoch: int, is_primary: bool = True, **kwargs: Any
-    ) -> None:
-        if not is_primary:
+    def on_epoch_end(self, event: TrainerEvent) -> None:
+        if not event.is_primary or event.metrics is None or event.epoch is None:
             return
+        metrics, epoch = event.metrics, event.epoch
         for prefix, writer_name in (("training_", "train"), ("validation_", "validation")):
             for key, value in metrics.items():
                 if key.startswith(prefix) and key != "training_duration" and isinstance(value, (int, float)):
@@ -73,14 +67,7 @@ class TensorBoardCallback(TrainerCallback):
         for writer in self._writers.values():
             writer.flush()
 
-    def on_end(
-        self,
-        trainer: "GradientDescentTrainer",
-        metrics: Optional[Dict[str, Any]] = None,
-        epoch: Optional[int] = None,
-        is_primary: bool = True,
-        **kwargs: Any,
-    ) -> None:
+    def on_train_end(self, event: TrainerEvent) -> None:
         for writer in self._writers.values():
             writer.close()
         self._writers = {}

@@ -1,0 +1,8 @@
+"""The trainer's events: the control object callbacks steer with, the event object every callback
+method receives, and the dispatch that fires them."""
+
+from ipuflow.training.events.control import TrainerControl
+from ipuflow.training.events.dispatch import EventDispatch
+from ipuflow.training.events.event import EVENTS, TEST, TRAIN, VALIDATION, TrainerEvent
+
+__all__ = ["EVENTS", "EventDispatch", "TEST", "TRAIN", "TrainerControl", "TrainerEvent", "VALIDATION"]

@@ -1,0 +1,162 @@
+"""Building a `GradientDescentTrainer` from its config section (`from_partial_objects`): the trainer's
+aliases of executor options, freezing, and every part in dependency order (docs/training.md)."""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Type, Union
+
+from ipuflow.config import ConfigurationError, Lazy
+from ipuflow.execution.executor import StepExecutor
+from ipuflow.models.model import Model
+from ipuflow.training.callbacks.batch_callback import BatchCallback
+from ipuflow.training.callbacks.callback import TrainerCallback
+from ipuflow.training.callbacks.epoch_callback import EpochCallback
+from ipuflow.training.callbacks.tensorboard import TensorBoardCallback
+from ipuflow.training.checkpointer import Checkpointer
+from ipuflow.training.lr_schedulers.learning_rate_scheduler import LearningRateScheduler
+from ipuflow.training.momentum_schedulers import MomentumScheduler
+from ipuflow.training.moving_average import MovingAverage
+from ipuflow.training.optimizers import Optimizer
+from ipuflow.training.scheduler import Scheduler
+
+if TYPE_CHECKING:
+    from ipuflow.training.gradient_descent_trainer import GradientDescentTrainer
+
+logger = logging.getLogger(__name__)
+
+
+def freeze(model: Model, no_grad: Optional[List[str]]) -> None:
+    """Freeze the parameters whose names match a `no_grad` regex (`re.search`); log every frozen one."""
+    if no_grad:
+        patterns = [re.compile(pattern) for pattern in no_grad]
+        for name, parameter in model.named_parameters():
+            if any(pattern.search(name) for pattern in patterns):
+                parameter.requires_grad_(False)
+    frozen = [name for name, p in model.named_parameters() if not p.requires_grad]
+    if frozen:
+        logger.info("Frozen parameters: %s", ", ".join(frozen))
+
+
+def executor_aliases(executor_config: Dict[str, Any], grad_norm: Union[float, bool], grad_clipping: Optional[float],
+                     num_gradient_accumulation_steps: Optional[int]) -> Dict[str, Any]:
+    """The executor options the trainer's own spellings give (`grad_norm` → `max_grad_norm`,
+    `grad_clipping` → `max_grad_value`, `num_gradient_accumulation_steps` → `gradient_accumulation`);
+    both spellings with different values is an error."""
+    options: Dict[str, Any] = {}
+
+    def alias(trainer_key: str, value: Any, executor_key: str) -> None:
+        configured = executor_config.get(executor_key)
+        if configured is not None and configured != value:
+            raise ConfigurationError(
+                f"trainer.{trainer_key} ({value}) and trainer.executor.{executor_key} ({configured}) are the same "
+                "setting with different values; give one of them"
+            )
+        options[executor_key] = value
+
+    if num_gradient_accumulation_steps is not None:
+        alias("num_gradient_accumulation_steps", num_gradient_accumulation_steps, "gradient_accumulation")
+    if grad_norm is True:
+        raise ConfigurationError(
+            "trainer.grad_norm: true (report the norm without clipping) is not supported: the executor "
+            "computes the gradients on the device; give a float to clip the global norm to it"
+        )
+    if grad_norm is not False:
+        alias("grad_norm", float(grad_norm), "max_grad_norm")
+    if grad_clipping is not None:
+        alias("grad_clipping", float(grad_clipping), "max_grad_value")
+    return options
+
+
+def build_scheduler(scheduler: Optional[Lazy[Any]], optimizer: Any, num_epochs: int,
+                    num_steps_per_epoch: Optional[int], validation_metric: Union[str, List[str]]) -> Optional[Scheduler]:
+    """A learning-rate or momentum scheduler with what it is injected (None if not configured)."""
+    if scheduler is None:
+        return None
+    return scheduler.construct(optimizer=optimizer, num_epochs=num_epochs, num_steps_per_epoch=num_steps_per_epoch,
+                               validation_metric=validation_metric)
+
+
+def from_partial_objects(
+    cls: Type["GradientDescentTrainer"],
+    model: Model,
+    serialization_dir: str,
+    data_loader: Any,
+    validation_data_loader: Optional[Any] = None,
+    optimizer: Lazy[Optimizer] = Lazy(Optimizer),
+    patience: Optional[int] = None,
+    validation_metric: Union[str, List[str]] = "-loss",
+    num_epochs: int = 20,
+    checkpointer: Optional[Lazy[Checkpointer]] = Lazy(Checkpointer),
+    grad_norm: Union[float, bool] = False,
+    grad_clipping: Optional[float] = None,
+    learning_rate_scheduler: Optional[Lazy[LearningRateScheduler]] = None,
+    momentum_scheduler: Optional[Lazy[MomentumScheduler]] = None,
+    moving_average: Optional[Lazy[MovingAverage]] = None,
+    callbacks: Optional[List[Lazy[TrainerCallback]]] = None,
+    batch_callbacks: Optional[List[Lazy[BatchCallback]]] = None,
+    epoch_callbacks: Optional[List[Lazy[EpochCallback]]] = None,
+    tensorboard_writer: Optional[Lazy[TensorBoardCallback]] = None,
+    num_gradient_accumulation_steps: Optional[int] = None,
+    no_grad: Optional[List[str]] = None,
+    executor: Lazy[StepExecutor] = Lazy(StepExecutor),
+    validation_interval: Optional[int] = None,
+    max_steps: Optional[int] = None,
+    log_interval: int = 10,
+    enable_default_callbacks: bool = True,
+) -> "GradientDescentTrainer":
+    """Build every part in dependency order (see docs/training.md).
+
+    `model`, `serialization_dir`, `data_loader` and `validation_data_loader` are injected.
+    `grad_norm` (a float), `grad_clipping` and `num_gradient_accumulation_steps` are the
+    executor's `max_grad_norm`, `max_grad_value` and `gradient_accumulation`; giving both
+    spellings with different values is an error.
+
+    grad_clipping: clamps each element of the reduced, unscaled gradient to ±v (the executor's max_grad_value).
+    validation_interval: also validate every N optimizer updates.
+    log_interval: optimizer updates between reads of the running loss and logged metrics.
+    """
+    freeze(model, no_grad)
+    parameters = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
+    built_optimizer = optimizer.construct(model_parameters=parameters)
+    # parameter_groups may freeze more parameters; the moving average tracks the trainable ones.
+    parameters = [(name, p) for name, p in parameters if p.requires_grad]
+    built_moving_average = moving_average.construct(parameters=parameters) if moving_average is not None else None
+
+    executor_options = executor_aliases(executor.params.as_dict(), grad_norm, grad_clipping,
+                                        num_gradient_accumulation_steps)
+    # The executor comes before the schedulers only because the number of optimizer updates
+    # per epoch depends on its options (device iterations, replication, accumulation).
+    built_executor = executor.construct(model=model, optimizer=built_optimizer, training=True, **executor_options)
+    data_loader.set_batch_size_factor(built_executor.batch_size_factor)
+    if validation_data_loader is not None:
+        validation_data_loader.set_batch_size_factor(built_executor.inference_executor().batch_size_factor)
+    try:
+        num_steps_per_epoch: Optional[int] = len(data_loader) * built_executor.updates_per_call
+    except TypeError:
+        num_steps_per_epoch = None
+
+    schedule = (built_optimizer, num_epochs, num_steps_per_epoch, validation_metric)
+    built_lr_scheduler = build_scheduler(learning_rate_scheduler, *schedule)
+    built_momentum_scheduler = build_scheduler(momentum_scheduler, *schedule)
+    # The schedulers' initial values reach the device only through set_optimizer.
+    built_executor.set_optimizer(built_optimizer)
+
+    def construct_all(lazies: Optional[List[Lazy[Any]]]) -> List[Any]:
+        return [lazy.construct(serialization_dir=serialization_dir) for lazy in lazies or []]
+
+    built_checkpointer = construct_all([checkpointer] if checkpointer is not None else None)
+    built_callbacks = construct_all(callbacks) + construct_all([tensorboard_writer] if tensorboard_writer else None)
+
+    return cls(
+        model=model, executor=built_executor, data_loader=data_loader, optimizer=built_optimizer, patience=patience,
+        validation_metric=validation_metric, validation_data_loader=validation_data_loader, num_epochs=num_epochs,
+        serialization_dir=serialization_dir, checkpointer=built_checkpointer[0] if built_checkpointer else None,
+        learning_rate_scheduler=built_lr_scheduler,  # type: ignore[arg-type]
+        momentum_scheduler=built_momentum_scheduler,  # type: ignore[arg-type]
+        moving_average=built_moving_average, callbacks=built_callbacks,
+        batch_callbacks=construct_all(batch_callbacks), epoch_callbacks=construct_all(epoch_callbacks),
+        grad_clipping=grad_clipping, validation_interval=validation_interval, max_steps=max_steps,
+        log_interval=log_interval, enable_default_callbacks=enable_default_callbacks,
+    )
