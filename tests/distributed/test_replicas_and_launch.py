@@ -32,7 +32,8 @@ def _loaders(count, replicas, **settings):
     return whole, parts
 
 
-@pytest.mark.parametrize("settings", [{"shuffle": True}, {"pad_on_batch_axis": True}, {"length_buckets": [2, 4, 8]}])
+@pytest.mark.parametrize("settings", [{"shuffle": True}, {"pad_on_batch_axis": True}, {"length_buckets": [2, 4, 8]},
+                                      {"length_buckets": [2, 4, 8], "pad_on_batch_axis": True, "num_workers": 1}])
 def test_the_replicas_rows_are_the_combined_batch_split_in_poptorch_order(settings):
     whole, parts = _loaders(37, 2, **settings)
     assert all(len(part) == len(whole) for part in parts)
@@ -107,3 +108,16 @@ def test_positions_follow_the_split_order():
 
     assert replica_positions(2, 2, 1, 8).tolist() == [2, 3, 6, 7]
     assert numpy.array_equal(replica_positions(1, 3, 0, 6), [0, 3])
+
+
+@pytest.mark.parametrize("flag", ["--dry-run", "--compile-only"])
+def test_dry_run_and_compile_only_refuse_torchrun(flag, task, tmp_path, monkeypatch, capsys):
+    from ipuflow.commands.cli import run
+    from tests.distributed.conftest import task_config
+
+    config = task_config(task, tmp_path / "config.json", {})
+    for name, value in {**TORCHRUN_ENVIRONMENT, "RANK": "0", "LOCAL_RANK": "0"}.items():
+        monkeypatch.setenv(name, value)
+    assert run(["train", str(config), "-s", str(tmp_path / "run"), flag]) == 2
+    assert f"ipuflow train {flag} does not run under torchrun" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
