@@ -77,3 +77,30 @@ class StopOnSignal(_SignalHandlers):
 
     def _handle(self, signum: int, frame: Optional[FrameType]) -> None:
         raise TrainingInterrupted(self._describe(signal.Signals(signum).name))
+
+
+def non_finite_loss_error(value: Optional[float], epochs: int, updates: int, last_checkpoint: Optional[str]) -> NonFiniteLossError:
+    """The error for a NaN or infinite training loss read at optimizer update `updates`."""
+    kept = f"the last good checkpoint ({last_checkpoint}) is kept" if last_checkpoint else "no checkpoint was saved"
+    return NonFiniteLossError(
+        f"The training loss became {value} in epoch {epochs} by optimizer update {updates}; training stopped and "
+        f"{kept}. Lower the learning rate, clip gradients (trainer.grad_norm) or check the data."
+    )
+
+
+def signal_as_training_ended(signal_name: str, status: str, serialization_dir: str) -> TrainingInterrupted:
+    """The error for a signal that arrived as training ended (the stop is checkpointed already)."""
+    return TrainingInterrupted(
+        f"{signal_name} arrived as training ended ({status}); the final checkpoint is saved in {serialization_dir}. "
+        f"`ipuflow train CONFIG -s {serialization_dir} -r` finishes the run (test evaluation and archive) without training."
+    )
+
+
+def training_interrupted(signal_name: str, updates: int, epochs: int, host_calls: int, saved: bool,
+                         serialization_dir: str) -> TrainingInterrupted:
+    """The error for a signal that stopped training mid-run (`saved`: a checkpoint was written first)."""
+    where = (f"A checkpoint was saved in {serialization_dir}" if saved
+             else "No checkpointer is configured, so nothing was saved")
+    return TrainingInterrupted(
+        f"Training was interrupted by {signal_name} after {updates} optimizer updates (epoch {epochs}, {host_calls} "
+        f"host calls into it). {where}; resume with `ipuflow train CONFIG -s {serialization_dir} -r`.")

@@ -4,8 +4,11 @@ what is left: training, the test evaluation, the archive, or nothing."""
 from __future__ import annotations
 
 import dataclasses
+import logging
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional
+
+logger = logging.getLogger(__name__)
 
 # Why training ended. A run that ended at one of its limits continues when `--recover` raises it.
 STOPPED_AT_NUM_EPOCHS = "num_epochs"
@@ -30,6 +33,15 @@ class RunStatus:
     test_evaluated: bool = False
     archived: bool = False
 
+    @classmethod
+    def stopped_now(cls, reason: str, epochs_completed: int, optimizer_updates: int, num_epochs: int,
+                    max_steps: Optional[int], metrics: Dict[str, Any]) -> "RunStatus":
+        """The status of training that stops now for `reason` (logged)."""
+        status = cls(stopped=reason, epochs_completed=epochs_completed, optimizer_updates=optimizer_updates,
+                     num_epochs=num_epochs, max_steps=max_steps, metrics=dict(metrics))
+        logger.info("Training stopped: %s.", status.describe())
+        return status
+
     @property
     def training_finished(self) -> bool:
         """Whether training ended (for any reason other than an interruption)."""
@@ -40,6 +52,14 @@ class RunStatus:
         if self.stopped not in _LIMITS:
             return False
         return self.epochs_completed < num_epochs and (max_steps is None or self.optimizer_updates < max_steps)
+
+    def resumed_with(self, num_epochs: int, max_steps: Optional[int]) -> "RunStatus":
+        """The status a resumed run continues with: a run stopped at a limit that is now higher is
+        training again; any other status stays."""
+        if self.training_finished and self.continues_with(num_epochs, max_steps):
+            logger.info("The run had stopped at its %s limit, which is now higher: training continues.", self.stopped)
+            return RunStatus()
+        return self
 
     def describe(self) -> str:
         """One sentence for the log and for messages."""
@@ -68,3 +88,12 @@ class RunStatus:
         """The status `to_dict` wrote (unknown keys ignored; none means a run still training)."""
         known = {f.name for f in dataclasses.fields(cls)}
         return cls(**{key: value for key, value in (values or {}).items() if key in known})
+
+
+def stop_reason(out_of_patience: bool, asked_to_stop: bool, reached_max_steps: bool, epochs_done: bool) -> Optional[str]:
+    """Why training ends at a validation point, if it does (the first that holds, in this order)."""
+    for reason, holds in ((STOPPED_EARLY, out_of_patience), (STOPPED_BY_CALLBACK, asked_to_stop),
+                          (STOPPED_AT_MAX_STEPS, reached_max_steps), (STOPPED_AT_NUM_EPOCHS, epochs_done)):
+        if holds:
+            return reason
+    return None

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Type, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Type, Union
 
 from ipuflow.config import ConfigurationError, Lazy
 from ipuflow.execution.executor import StepExecutor
 from ipuflow.models.model import Model
 from ipuflow.training.callbacks.batch_callback import BatchCallback
+from ipuflow.training.callbacks.batch_callback import BatchCallbackAdapter
 from ipuflow.training.callbacks.callback import TrainerCallback
-from ipuflow.training.callbacks.epoch_callback import EpochCallback
+from ipuflow.training.callbacks.console_metrics import ConsoleMetricsCallback
+from ipuflow.training.callbacks.epoch_callback import EpochCallback, EpochCallbackAdapter
+from ipuflow.training.callbacks.progress import ProgressCallback
 from ipuflow.training.callbacks.tensorboard import TensorBoardCallback
 from ipuflow.training.checkpointer import Checkpointer
 from ipuflow.training.lr_schedulers.learning_rate_scheduler import LearningRateScheduler
@@ -25,6 +28,38 @@ if TYPE_CHECKING:
     from ipuflow.training.gradient_descent_trainer import GradientDescentTrainer
 
 logger = logging.getLogger(__name__)
+
+DEFAULT_CALLBACKS = (ProgressCallback, ConsoleMetricsCallback, TensorBoardCallback)
+"""Added to every trainer with `enable_default_callbacks` (each unless one of its type is listed)."""
+
+
+def all_callbacks(callbacks: Optional[List[TrainerCallback]], batch_callbacks: Optional[List[BatchCallback]],
+                  epoch_callbacks: Optional[List[EpochCallback]], enable_default_callbacks: bool,
+                  serialization_dir: str) -> List[TrainerCallback]:
+    """The trainer's callbacks in dispatch order: the configured ones, the defaults, then adapters for
+    the one-method batch and epoch callbacks."""
+    found = list(callbacks or [])
+    if enable_default_callbacks:
+        found += [default(serialization_dir=serialization_dir) for default in DEFAULT_CALLBACKS
+                  if not any(type(callback) is default for callback in found)]
+    found += [BatchCallbackAdapter(callback, serialization_dir) for callback in batch_callbacks or []]
+    return found + [EpochCallbackAdapter(callback, serialization_dir) for callback in epoch_callbacks or []]
+
+
+def check_trainer_arguments(executor: StepExecutor, patience: Optional[int], validation_data_loader: Any,
+                            grad_clipping: Optional[float], **positive: Optional[int]) -> None:
+    """Refuse arguments the trainer cannot honour (`positive`: keys that must be ints >= 1 or None)."""
+    if patience is not None and validation_data_loader is None:
+        logger.warning("trainer.patience is set but there is no validation data: early stopping is off")
+    for key, value in positive.items():
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ConfigurationError(f"trainer.{key}: expected an int >= 1, found {value!r}")
+    if grad_clipping is not None and getattr(executor.options, "max_grad_value", None) != grad_clipping:
+        # Value clipping happens in the executor, on the reduced and unscaled gradient.
+        raise ConfigurationError(
+            f"trainer.grad_clipping ({grad_clipping}) is the executor's max_grad_value, and the executor given "
+            f"has max_grad_value {executor.options.max_grad_value}; build the executor with max_grad_value={grad_clipping}"
+        )
 
 
 def freeze(model: Model, no_grad: Optional[List[str]]) -> None:
@@ -78,6 +113,32 @@ def build_scheduler(scheduler: Optional[Lazy[Any]], optimizer: Any, num_epochs: 
                                validation_metric=validation_metric)
 
 
+def build_optimization(model: Model, optimizer: Lazy[Optimizer], moving_average: Optional[Lazy[MovingAverage]],
+                       no_grad: Optional[List[str]]) -> Tuple[Optimizer, Optional[MovingAverage]]:
+    """`no_grad` freezing, then the optimizer over the trainable parameters, then the moving average."""
+    freeze(model, no_grad)
+    parameters = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
+    built_optimizer = optimizer.construct(model_parameters=parameters)
+    # parameter_groups may freeze more parameters; the moving average tracks the trainable ones.
+    parameters = [(name, p) for name, p in parameters if p.requires_grad]
+    return built_optimizer, moving_average.construct(parameters=parameters) if moving_average is not None else None
+
+
+def build_executor(executor: Lazy[StepExecutor], model: Model, built_optimizer: Optimizer, data_loader: Any,
+                   validation_data_loader: Optional[Any], executor_options: Dict[str, Any]) -> Tuple[StepExecutor, Optional[int]]:
+    """The training executor, the loaders sized for it, and the optimizer updates per epoch (None if the
+    loader has no length)."""
+    built_executor = executor.construct(model=model, optimizer=built_optimizer, training=True, **executor_options)
+    data_loader.set_batch_size_factor(built_executor.batch_size_factor)
+    if validation_data_loader is not None:
+        validation_data_loader.set_batch_size_factor(built_executor.inference_executor().batch_size_factor)
+    try:
+        num_steps_per_epoch: Optional[int] = len(data_loader) * built_executor.updates_per_call
+    except TypeError:
+        num_steps_per_epoch = None
+    return built_executor, num_steps_per_epoch
+
+
 def from_partial_objects(
     cls: Type["GradientDescentTrainer"],
     model: Model,
@@ -106,56 +167,34 @@ def from_partial_objects(
     log_interval: int = 10,
     enable_default_callbacks: bool = True,
 ) -> "GradientDescentTrainer":
-    """Build every part in dependency order (see docs/training.md).
-
-    `model`, `serialization_dir`, `data_loader` and `validation_data_loader` are injected.
-    `grad_norm` (a float), `grad_clipping` and `num_gradient_accumulation_steps` are the
-    executor's `max_grad_norm`, `max_grad_value` and `gradient_accumulation`; giving both
-    spellings with different values is an error.
+    """Build every part in dependency order (docs/training.md). `model`, `serialization_dir` and the
+    loaders are injected. `grad_norm` (a float), `grad_clipping` and `num_gradient_accumulation_steps`
+    are the executor's `max_grad_norm`, `max_grad_value` and `gradient_accumulation` (see `executor_aliases`).
 
     grad_clipping: clamps each element of the reduced, unscaled gradient to ±v (the executor's max_grad_value).
     validation_interval: also validate every N optimizer updates.
     log_interval: optimizer updates between reads of the running loss and logged metrics.
     """
-    freeze(model, no_grad)
-    parameters = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
-    built_optimizer = optimizer.construct(model_parameters=parameters)
-    # parameter_groups may freeze more parameters; the moving average tracks the trainable ones.
-    parameters = [(name, p) for name, p in parameters if p.requires_grad]
-    built_moving_average = moving_average.construct(parameters=parameters) if moving_average is not None else None
-
-    executor_options = executor_aliases(executor.params.as_dict(), grad_norm, grad_clipping,
-                                        num_gradient_accumulation_steps)
+    built_optimizer, built_moving_average = build_optimization(model, optimizer, moving_average, no_grad)
     # The executor comes before the schedulers only because the number of optimizer updates
     # per epoch depends on its options (device iterations, replication, accumulation).
-    built_executor = executor.construct(model=model, optimizer=built_optimizer, training=True, **executor_options)
-    data_loader.set_batch_size_factor(built_executor.batch_size_factor)
-    if validation_data_loader is not None:
-        validation_data_loader.set_batch_size_factor(built_executor.inference_executor().batch_size_factor)
-    try:
-        num_steps_per_epoch: Optional[int] = len(data_loader) * built_executor.updates_per_call
-    except TypeError:
-        num_steps_per_epoch = None
-
+    built_executor, num_steps_per_epoch = build_executor(executor, model, built_optimizer, data_loader, validation_data_loader,
+                                                         executor_aliases(executor.params.as_dict(), grad_norm, grad_clipping,
+                                                                          num_gradient_accumulation_steps))
     schedule = (built_optimizer, num_epochs, num_steps_per_epoch, validation_metric)
     built_lr_scheduler = build_scheduler(learning_rate_scheduler, *schedule)
     built_momentum_scheduler = build_scheduler(momentum_scheduler, *schedule)
-    # The schedulers' initial values reach the device only through set_optimizer.
-    built_executor.set_optimizer(built_optimizer)
+    built_executor.set_optimizer(built_optimizer)  # the schedulers' initial values reach the device only this way
 
-    def construct_all(lazies: Optional[List[Lazy[Any]]]) -> List[Any]:
-        return [lazy.construct(serialization_dir=serialization_dir) for lazy in lazies or []]
-
-    built_checkpointer = construct_all([checkpointer] if checkpointer is not None else None)
-    built_callbacks = construct_all(callbacks) + construct_all([tensorboard_writer] if tensorboard_writer else None)
+    def construct_all(lazies: Optional[Sequence[Optional[Lazy[Any]]]]) -> List[Any]:
+        return [lazy.construct(serialization_dir=serialization_dir) for lazy in lazies or [] if lazy is not None]
 
     return cls(
         model=model, executor=built_executor, data_loader=data_loader, optimizer=built_optimizer, patience=patience,
         validation_metric=validation_metric, validation_data_loader=validation_data_loader, num_epochs=num_epochs,
-        serialization_dir=serialization_dir, checkpointer=built_checkpointer[0] if built_checkpointer else None,
-        learning_rate_scheduler=built_lr_scheduler,  # type: ignore[arg-type]
-        momentum_scheduler=built_momentum_scheduler,  # type: ignore[arg-type]
-        moving_average=built_moving_average, callbacks=built_callbacks,
+        serialization_dir=serialization_dir, checkpointer=(construct_all([checkpointer]) or [None])[0],
+        learning_rate_scheduler=built_lr_scheduler, momentum_scheduler=built_momentum_scheduler,  # type: ignore[arg-type]
+        moving_average=built_moving_average, callbacks=construct_all([*(callbacks or []), tensorboard_writer]),
         batch_callbacks=construct_all(batch_callbacks), epoch_callbacks=construct_all(epoch_callbacks),
         grad_clipping=grad_clipping, validation_interval=validation_interval, max_steps=max_steps,
         log_interval=log_interval, enable_default_callbacks=enable_default_callbacks,

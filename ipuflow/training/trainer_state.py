@@ -78,6 +78,17 @@ class TrainerState:
     best_position: Optional[List[int]] = None
     best_sha256: Optional[str] = None
 
+    def configure(self, num_epochs: int, updates_per_epoch: Optional[int], max_steps: Optional[int],
+                  log_interval: Optional[int], validation_interval: Optional[int],
+                  train_batch_size: Optional[int]) -> "TrainerState":
+        """Set the fields the trainer's configuration decides (also after a resume with raised limits)."""
+        self.num_train_epochs = num_epochs
+        limits = [limit for limit in (None if updates_per_epoch is None else updates_per_epoch * num_epochs, max_steps)
+                  if limit is not None]
+        self.max_steps = min(limits) if limits else None
+        self.logging_steps, self.eval_steps, self.train_batch_size = log_interval, validation_interval, train_batch_size
+        return self
+
     @property
     def is_world_process_zero(self) -> bool:
         """Hugging Face's name for `is_primary()`."""

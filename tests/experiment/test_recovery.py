@@ -211,7 +211,7 @@ def test_non_utf8_data_names_the_file_and_the_line(tmp_path, reader, name, conte
 
 _SIGNAL_AT = {
     "start-up": ("ipuflow.experiment.train_model", "seed_everything"),
-    "test evaluation": ("ipuflow.experiment.train_model", "evaluate"),
+    "test evaluation": ("ipuflow.training.gradient_descent_trainer", "score"),  # as the trainer scores the test set
     "archiving": ("ipuflow.archival", "archive_model"),
 }
 
@@ -276,7 +276,7 @@ _KILL_AT = {
     """,
     # Between an epoch-end checkpoint and linking the best weights to it (issue 17.2).
     "before linking the best weights": """
-        inject("ipuflow.training.gradient_descent_trainer", "link_atomically", before=kill_now)
+        inject("ipuflow.training.best_weights", "link_atomically", before=kill_now)
     """,
     # In the middle of epoch 2 (12 host calls per epoch), between checkpoints.
     "after host call 30": """
