@@ -36,17 +36,27 @@ def require_sharding(sharding: Optional[str]) -> Optional[str]:
 
 
 class ReplicaGroup:
-    """One model's membership of the group: the module to run forward through, and `no_sync`."""
+    """One model's membership of the group: the module to run forward through, and `no_sync`.
 
-    def __init__(self, model: torch.nn.Module, context: DistributedContext, sharding: Optional[str],
-                 find_unused_parameters: bool) -> None:
+    Joining makes every replica start from rank 0's weights; with FSDP the `optimizer` (built
+    before, over the original parameters) is pointed at the sharded ones. Ranks other than 0 then
+    continue their random numbers from the seed plus their rank, so replicas draw different dropout
+    masks while rank 0 draws what one process would.
+    """
+
+    def __init__(self, model: torch.nn.Module, optimizer: Optional[torch.optim.Optimizer], context: DistributedContext,
+                 sharding: Optional[str], find_unused_parameters: bool) -> None:
         self.context = context
         self.sharding = sharding or "ddp"
         self.model = model
         if self.sharding == "fsdp":
-            from ipuflow.distributed.fsdp import shard_model
+            from ipuflow.distributed.fsdp import adopt_sharded_parameters, shard_model, use_full_optimizer_state
 
             self.module: torch.nn.Module = shard_model(model, context)
+            if optimizer is not None:
+                adopt_sharded_parameters(optimizer, model)
+                # Checkpoints then hold the full optimizer state (by parameter name), written by rank 0.
+                use_full_optimizer_state(model, optimizer)
         else:
             from torch.nn.parallel import DistributedDataParallel
 
@@ -56,6 +66,8 @@ class ReplicaGroup:
                 model, device_ids=device_ids, gradient_as_bucket_view=True,
                 find_unused_parameters=find_unused_parameters,
             )
+        if context.rank > 0:
+            torch.manual_seed(torch.initial_seed() + context.rank)
 
     def no_sync(self) -> ContextManager[Any]:
         """Accumulate this micro-batch's gradients locally (no reduction)."""

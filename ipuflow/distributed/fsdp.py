@@ -11,7 +11,7 @@ weights and archives stay the same safetensors files as without sharding.
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Any, Dict, Iterator
+from typing import Any, Dict, Iterator
 
 import torch
 
@@ -19,9 +19,6 @@ from ipuflow.distributed.collectives import broadcast_tensors_from_primary
 from ipuflow.distributed.process_group import DistributedContext
 
 from ipuflow.distributed.data_parallel import SHARDED_MARK
-
-if TYPE_CHECKING:
-    from ipuflow.distributed.data_parallel import ReplicaGroup
 
 _NAMES = "_ipuflow_parameter_names"
 
@@ -60,11 +57,11 @@ def _use_full_state_dicts(model: torch.nn.Module) -> None:
     _patch_model_state_dict(model, options=_full_state_options(cpu_offload=True))
 
 
-def adopt_sharded_parameters(optimizer: torch.optim.Optimizer, group: "ReplicaGroup") -> None:
-    """Point `optimizer`'s parameter groups at the sharded parameters that replaced the model's
+def adopt_sharded_parameters(optimizer: torch.optim.Optimizer, model: torch.nn.Module) -> None:
+    """Point `optimizer`'s parameter groups at the sharded parameters that replaced `model`'s
     (built before sharding, it holds the originals; it has no state yet)."""
-    names: Dict[int, str] = getattr(group.model, _NAMES)
-    sharded = dict(group.model.named_parameters())
+    names: Dict[int, str] = getattr(model, _NAMES)
+    sharded = dict(model.named_parameters())
     for param_group in optimizer.param_groups:
         param_group["params"] = [sharded[names[id(parameter)]] for parameter in param_group["params"]]
 

@@ -130,6 +130,7 @@ class NativeExecutor(StepExecutor):
         self._distributed_options: Dict[str, Any] = {"distributed_backend": distributed_backend, "sharding": sharding,
                                      "find_unused_parameters": find_unused_parameters}
         self._context = context
+        self._ranks = 1 if context is None else context.world_size  # processes sharing each host call
         # What this process runs of each host call: all replicas, or under torchrun its own one.
         self._local_plan = self._plan if context is None else dataclasses.replace(self._plan, replication_factor=1)
         self._device = resolve_device(device) if context is None else rank_device(device, context)
@@ -155,18 +156,9 @@ class NativeExecutor(StepExecutor):
         )
         self._group: Optional[ReplicaGroup] = None
         if context is not None and self.training:
-            self._group = ReplicaGroup(self._model, context, sharding, find_unused_parameters)
-            if optimizer is not None and sharding == "fsdp":
-                from ipuflow.distributed.fsdp import adopt_sharded_parameters, use_full_optimizer_state
-
-                adopt_sharded_parameters(optimizer, self._group)
-                # Checkpoints then hold the full optimizer state (by parameter name), written by rank 0.
-                use_full_optimizer_state(self._model, optimizer)
+            self._group = ReplicaGroup(self._model, optimizer, context, sharding, find_unused_parameters)
+            if optimizer is not None:  # sharding replaces the parameters the optimizer holds
                 self._parameters = [parameter for group in optimizer.param_groups for parameter in group["params"]]
-            if context.rank > 0:
-                # Replicas draw different random numbers (dropout masks); rank 0 keeps the stream
-                # one process would use. The weights were made alike above, from rank 0's.
-                torch.manual_seed(torch.initial_seed() + context.rank)
         self._module: torch.nn.Module = self._group.module if self._group is not None else self._model
         self._update_contexts = update_contexts(self._group, self._local_plan.micro_batches_per_update)
         self._forward: Any = self._module
@@ -347,7 +339,7 @@ class NativeExecutor(StepExecutor):
         finally:
             self._restore_host_values(optimizer, host_values)
         return StepResult(collector.outputs(), mean_over_ranks(collector.mean_loss(), self._context),
-                          plan.device_iterations, samples * self._local_plan_share)
+                          plan.device_iterations, samples * self._ranks)
 
     def _infer(self, batch: Mapping[str, torch.Tensor], samples: int) -> StepResult:
         collector = OutputCollector(self._local_plan)
@@ -360,12 +352,7 @@ class NativeExecutor(StepExecutor):
             # FSDP keeps the root's gathered parameters after a forward without backward; shard them
             # again, so the model's parameters are the ones the optimizer holds.
             self._model.reshard()  # type: ignore[operator]
-        return StepResult(collector.outputs(), collector.mean_loss(), 0, samples * self._local_plan_share)
-
-    @property
-    def _local_plan_share(self) -> int:
-        """Host-call samples per sample this process runs (the world size under torchrun)."""
-        return 1 if self._context is None else self._context.world_size
+        return StepResult(collector.outputs(), collector.mean_loss(), 0, samples * self._ranks)
 
     def _gradients(self) -> List[torch.Tensor]:
         return [parameter.grad for parameter in self._parameters if parameter.grad is not None]
