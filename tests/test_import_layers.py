@@ -19,6 +19,7 @@ LAYERS: List[Set[str]] = [
     {"version", "storage"},
     {"config", "__init__"},
     {"plugins"},
+    {"distributed"},
     {"data"},
     {"metrics", "execution"},
     {"models", "evaluation"},

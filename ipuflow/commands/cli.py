@@ -93,9 +93,18 @@ def cli() -> None:
 def report_error(message: str, exit_code: int) -> int:
     """Print `message` as one wrapped paragraph on stderr and return `exit_code`."""
     width = min(100, max(60, shutil.get_terminal_size((100, 24)).columns))
-    paragraph = textwrap.fill(" ".join(message.split()), width=width, subsequent_indent="  ")
+    from ipuflow.distributed.rank_output import error_prefix
+
+    paragraph = textwrap.fill(error_prefix() + " ".join(message.split()), width=width, subsequent_indent="  ")
     click.echo(f"ipuflow: error: {paragraph}", err=True)
     return exit_code
+
+
+def _reports(error: BaseException) -> bool:
+    """Whether this process prints `error` (under torchrun, rank 0 alone prints what every rank has)."""
+    from ipuflow.distributed.rank_output import reports_error  # imports torch: only once something failed
+
+    return reports_error(error)
 
 
 def run(argv: Optional[List[str]] = None) -> int:
@@ -115,6 +124,8 @@ def run(argv: Optional[List[str]] = None) -> int:
         error.show()
         return error.exit_code
     except ConfigurationError as error:
+        if not _reports(error):
+            return EXIT_CONFIG_ERROR
         if _debug["enabled"]:
             traceback.print_exc()
         return report_error(str(error), EXIT_CONFIG_ERROR)
@@ -122,6 +133,8 @@ def run(argv: Optional[List[str]] = None) -> int:
         click.echo("Interrupted.", err=True)
         return 130
     except Exception as error:  # every other failure: one paragraph, traceback on request
+        if not _reports(error):
+            return EXIT_RUNTIME_ERROR
         if _debug["enabled"]:
             traceback.print_exc()
             return EXIT_RUNTIME_ERROR

@@ -106,6 +106,10 @@ def evaluate(archive: str, input_paths: str, output_file: Optional[str], predict
              batch_size: Optional[int], device: Optional[str], executor_type: Optional[str], onnx_model: Optional[str],
              overrides: str, weights_file: Optional[str], include_package: Tuple[str, ...]) -> None:
     """Score the model in ARCHIVE (model.tar.gz or a run directory) on INPUT (comma-separated paths)."""
+    from ipuflow.distributed.launch import refuse_under_torchrun
+
+    refuse_under_torchrun("ipuflow evaluate")
+
     from ipuflow.experiment.archival import load_archive
     from ipuflow.plugins import include_packages
     from ipuflow.experiment.serialization_dir import configure_logging

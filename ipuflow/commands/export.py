@@ -38,6 +38,10 @@ def export(archive: str, output: str, dynamic: bool, opset: int, batch_size: Opt
     may be left out at prediction) and returns the model's tensor outputs. `ipuflow evaluate` and
     `ipuflow predict` run it with `--executor onnxruntime --onnx-model FILE`.
     """
+    from ipuflow.distributed.launch import refuse_under_torchrun
+
+    refuse_under_torchrun("ipuflow export")
+
     from ipuflow.plugins import include_packages
     from ipuflow.experiment.serialization_dir import configure_logging
     from ipuflow.exporting.onnx_export import ExportError, ParityError, export_archive

@@ -37,6 +37,10 @@ def predict(archive: str, input_file: str, output_file: Optional[str], batch_siz
             skip_bad_lines: bool, device: Optional[str], executor_type: Optional[str], onnx_model: Optional[str],
             include_package: Tuple[str, ...]) -> int:
     """Predict each JSON line of INPUT ('-' for stdin) with the model in ARCHIVE; JSON lines out."""
+    from ipuflow.distributed.launch import refuse_under_torchrun
+
+    refuse_under_torchrun("ipuflow predict")
+
     from ipuflow.experiment.archival import load_archive
     from ipuflow.config import ConfigurationError, Params
     from ipuflow.plugins import include_packages

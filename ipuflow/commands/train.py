@@ -68,6 +68,7 @@ def train(config_file: str, serialization_dir: str, recover: bool, force: bool, 
         from ipuflow.data.columnar.cache import NO_CACHE_ENV
 
         os.environ[NO_CACHE_ENV] = "1"  # read by every dataset reader's cache settings
+    from ipuflow.distributed import environment_rank
     from ipuflow.experiment.run import train_model_from_file
     from ipuflow.storage import RunDirectoryLocked
     from ipuflow.training.checkpointer import CheckpointsUnreadable
@@ -83,6 +84,8 @@ def train(config_file: str, serialization_dir: str, recover: bool, force: bool, 
         )
     except (TrainingInterrupted, RunDirectoryLocked, CheckpointsUnreadable) as stopped:
         # Each says what happened and what to do next in one paragraph: no exception name, no traceback.
+        if environment_rank() != 0:
+            return EXIT_RUNTIME_ERROR  # under torchrun every rank stops alike, and rank 0 says so for the group
         return report_error(str(stopped), EXIT_RUNTIME_ERROR)
     if compile_only:
         report_compiled(result, serialization_dir)

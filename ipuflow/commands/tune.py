@@ -60,6 +60,10 @@ with plotly or matplotlib installed, plots/.
 def tune(config_file: str, search_file: str, serialization_dir: str, resume: bool, n_trials: Optional[int],
          timeout: Optional[float], overrides: str, ext_var: Tuple[str, ...], include_package: Tuple[str, ...]) -> int:
     """Search the hyperparameters SEARCH names for the experiment in CONFIG, one training run per trial."""
+    from ipuflow.distributed.launch import refuse_under_torchrun
+
+    refuse_under_torchrun("ipuflow tune")
+
     from ipuflow.experiment.serialization_dir import configure_logging
     from ipuflow.training.interruption import TrainingInterrupted
     from ipuflow.tuning.results import format_table, write_results

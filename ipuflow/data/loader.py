@@ -5,14 +5,15 @@ from __future__ import annotations
 import copy
 import logging
 import warnings
-from typing import Any, ClassVar, Dict, Iterator, List, Mapping, Optional, Sequence
+from typing import Any, ClassVar, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import numpy
 import torch
 
 from ipuflow.config import ConfigurationError, Registrable
 from ipuflow.config import validators
-from ipuflow.data.collate import Collator, pack_fields
+from ipuflow.data.collate import INT_SEQUENCE, Collator, pack_fields
+from ipuflow.distributed.replicas import replica_positions
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +64,15 @@ class DataLoader(Registrable):
         compiling an executor for all of them up front; none if it yields no batch at all."""
         raise NotImplementedError
 
+    def select_replica(self, replica: int, replicas: int) -> None:
+        """Yield only `replica`'s rows of every combined batch split among `replicas` replicas (in the
+        order ``[device_iteration][accumulation][replica][micro_batch]``): what one rank of a torchrun
+        group reads. `len()` and the order of the combined batches do not change."""
+        raise NotImplementedError(
+            f"{type(self).__name__} cannot give one replica's rows of a combined batch, which a torchrun run "
+            "needs; use the fixed_shape data loader."
+        )
+
     def with_instances(self, instances: Sequence[Mapping[str, Any]]) -> "DataLoader":
         """A loader with these settings (batch-size factor included) over other instances.
 
@@ -84,16 +94,18 @@ def _require_instances(instances: Any) -> None:
 class _CombinedBatches(torch.utils.data.Dataset):
     """One epoch's combined batches as a dataset, so torch's worker processes can collate them."""
 
-    def __init__(self, collator: Collator, batches: List[numpy.ndarray], rows: int) -> None:
+    def __init__(self, collator: Collator, batches: List[numpy.ndarray], rows: int,
+                 lengths: Optional[List[Optional[Dict[str, int]]]] = None) -> None:
         self.collator = collator
         self.batches = batches
         self.rows = rows
+        self.lengths = lengths
 
     def __len__(self) -> int:
         return len(self.batches)
 
     def __getitem__(self, index: int) -> Batch:
-        return self.collator(self.batches[index], self.rows)
+        return self.collator(self.batches[index], self.rows, None if self.lengths is None else self.lengths[index])
 
 
 @DataLoader.register("fixed_shape")
@@ -147,6 +159,8 @@ class FixedShapeDataLoader(DataLoader):
         self._factor = 1
         self._epoch = 0
         self._warned_short_batch = False
+        self._replica, self._replicas = 0, 1
+        self._positions: Dict[int, numpy.ndarray] = {}
 
     def shape_samples(self) -> List[Batch]:
         """One combined batch of each shape this loader can yield (one per length bucket), for
@@ -154,7 +168,7 @@ class FixedShapeDataLoader(DataLoader):
         rows = self.combined_batch_size
         if self._size < rows and not self.pad_on_batch_axis:
             return []  # drop_last leaves no batch; without it the only batch is short and rejected anyway
-        indices = numpy.arange(min(self._size, rows))
+        indices, rows = self._replica_rows(numpy.arange(min(self._size, rows)), rows)
         return [self._collator(indices, rows, lengths) for lengths in self._collator.sequence_lengths()]
 
     def with_instances(self, instances: Sequence[Mapping[str, Any]]) -> "FixedShapeDataLoader":
@@ -196,6 +210,40 @@ class FixedShapeDataLoader(DataLoader):
         """Select the epoch, which (with the seed) fixes the shuffled order."""
         self._epoch = epoch
 
+    def select_replica(self, replica: int, replicas: int) -> None:
+        """Yield only `replica`'s rows of every combined batch split among `replicas` replicas (in the
+        order ``[device_iteration][accumulation][replica][micro_batch]``): what one rank of a torchrun
+        group reads. Only those rows are gathered and collated; `len()` and the order do not change."""
+        if not 0 <= replica < replicas or self._factor % replicas != 0:
+            raise ValueError(f"select_replica: replica {replica} of {replicas} does not fit a batch-size factor of {self._factor}.")
+        self._replica, self._replicas = replica, replicas
+        self._positions = {}
+
+    def _bucket_lengths(self, indices: numpy.ndarray) -> Optional[Dict[str, int]]:
+        """With length buckets, the padded lengths the whole combined batch `indices` gets, so that
+        every replica pads its rows as one process would; None otherwise."""
+        collator = self._collator
+        if self._replicas == 1 or collator.length_buckets is None:
+            return None
+        return {field.name: collator.padded_length(field, indices) for field in collator.fields if field.kind == INT_SEQUENCE}
+
+    def _replica_rows(self, indices: numpy.ndarray, rows: int) -> Tuple[numpy.ndarray, int]:
+        """(this replica's instance indices, its row count) in a combined batch of `rows` rows whose
+        first `len(indices)` rows are `indices` and the rest padding."""
+        if self._replicas == 1:
+            return indices, rows
+        if len(indices) < rows and not self.pad_on_batch_axis:
+            raise ValueError(
+                f"The last combined batch has {len(indices)} of {rows} rows (drop_last is false and pad_on_batch_axis "
+                f"is false), which cannot be split among {self._replicas} replicas; set pad_on_batch_axis: true to "
+                "keep those instances, or drop_last: true."
+            )
+        positions = self._positions.get(rows)
+        if positions is None:
+            positions = self._positions[rows] = replica_positions(self.batch_size, self._replicas, self._replica, rows)
+        # Padding fills the end of the combined batch, so this replica's real rows come first.
+        return indices[positions[positions < len(indices)]], rows // self._replicas
+
     def _keeps_remainder(self) -> bool:
         return self.pad_on_batch_axis or not self.drop_last
 
@@ -233,23 +281,27 @@ class FixedShapeDataLoader(DataLoader):
         batches = self._batches()[start:]
         rows = self.combined_batch_size
         padded = self.pad_on_batch_axis
+        lengths: List[Optional[Dict[str, int]]] = [self._bucket_lengths(indices) for indices in batches]
+        if self._replicas > 1:
+            batches = [self._replica_rows(indices, rows)[0] for indices in batches]
+            rows //= self._replicas
         if self.num_workers == 0:
-            for indices in batches:
-                yield self._collator(indices, rows if padded else len(indices))
+            for indices, forced in zip(batches, lengths):
+                yield self._collator(indices, rows if padded else len(indices), forced)
             return
         if not padded and batches and len(batches[-1]) < rows:
             # A short last batch is collated to its own size; only the padded case fills rows.
             short = batches.pop()
-            yield from self._worker_batches(batches, rows)
+            yield from self._worker_batches(batches, rows, lengths)
             yield self._collator(short, len(short))
             return
-        yield from self._worker_batches(batches, rows)
+        yield from self._worker_batches(batches, rows, lengths)
 
-    def _worker_batches(self, batches: List[numpy.ndarray], rows: int) -> Iterator[Batch]:
+    def _worker_batches(self, batches: List[numpy.ndarray], rows: int, lengths: List[Optional[Dict[str, int]]]) -> Iterator[Batch]:
         if not batches:
             return
         loader = torch.utils.data.DataLoader(
-            _CombinedBatches(self._collator, batches, rows),
+            _CombinedBatches(self._collator, batches, rows, lengths if self._replicas > 1 else None),
             batch_size=None,
             shuffle=False,
             num_workers=self.num_workers,

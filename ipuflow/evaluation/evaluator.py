@@ -7,6 +7,8 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional
 import torch
 
 from ipuflow.data.collate import IGNORE_LABEL
+from ipuflow.distributed import current
+from ipuflow.distributed.collectives import all_reduce_sum
 
 
 def real_rows(batch: Mapping[str, Any]) -> torch.Tensor:
@@ -45,7 +47,8 @@ def evaluate(
 
     `executor` is an inference executor (output mode `all`), so the outputs cover every row and
     metrics are exact. `on_outputs(outputs, batch)` sees each call's outputs (e.g. to write
-    predictions). The loss is summed on the device and read once at the end.
+    predictions). The loss is summed on the device and read once at the end. Under torchrun each
+    rank scores its replica's rows and the figures are those of all rows (every rank calls this).
     """
     model.get_metrics(reset=True)
     loss_sum: Optional[torch.Tensor] = None
@@ -61,7 +64,14 @@ def evaluate(
         if summed is not None:
             loss_sum = summed if loss_sum is None else loss_sum.add_(summed)
             rows += count
-    metrics = dict(model.get_metrics(reset=True))
+    metrics = dict(model.get_metrics(reset=True))  # under torchrun the metrics' states are summed over ranks
+    if current() is not None:
+        # Each rank scored its replica's rows: the loss is the sum over every rank's real rows.
+        device = loss_sum.device if loss_sum is not None else current().device  # type: ignore[union-attr]
+        totals = torch.stack([loss_sum.double() if loss_sum is not None else torch.zeros((), dtype=torch.float64, device=device),
+                              torch.tensor(float(rows), dtype=torch.float64, device=device)])
+        loss_total, total_rows = all_reduce_sum(totals).tolist()
+        return {**metrics, "loss": loss_total / total_rows} if total_rows else metrics
     if loss_sum is not None and rows:
         metrics["loss"] = loss_sum.item() / rows
     return metrics

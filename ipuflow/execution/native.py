@@ -10,7 +10,11 @@ from typing import TYPE_CHECKING, Any, Dict, FrozenSet, Iterator, List, Mapping,
 
 import torch
 
+from ipuflow import distributed
 from ipuflow.config import ConfigurationError
+from ipuflow.distributed.data_parallel import SHARDED_MARK, ReplicaGroup, mean_over_ranks, require_sharding, update_contexts
+from ipuflow.distributed.process_group import rank_device
+from ipuflow.distributed.replicas import replicated_options
 from ipuflow.execution.executor import COMPILE_IGNORED_WARNING, Batch, StepExecutor, StepResult, require_optimizer_for
 from ipuflow.execution.input_spec import InputSpec
 from ipuflow.execution.precision import LossScaler, autocast_factory
@@ -85,8 +89,12 @@ class NativeExecutor(StepExecutor):
 
     `device` is ``auto``, ``cpu`` or ``cuda[:N]``. `compile` is false, true, or a dict of
     `torch.compile` options (``mode: "reduce-overhead"`` uses CUDA graphs on CUDA); shapes stay
-    static. Replicas are simulated one after another on the one device, sharing the weights.
-    The other options are described on `StepExecutor` and in docs/execution.md.
+    static. In one process, replicas are simulated one after another on the one device, sharing
+    the weights; under torchrun each process (rank) runs one replica on its own device, and the
+    gradients are reduced across ranks once per optimizer update (`distributed_backend`: ``auto``,
+    ``gloo`` or ``nccl``; `sharding`: null/``ddp`` or ``fsdp``; `find_unused_parameters` for models
+    whose forward leaves some parameters without a gradient). The other options are described on
+    `StepExecutor` and in docs/execution.md.
     """
 
     def __init__(
@@ -95,25 +103,52 @@ class NativeExecutor(StepExecutor):
         optimizer: Optional[torch.optim.Optimizer] = None,
         device: str = "auto",
         compile: Union[bool, Dict[str, Any]] = False,
+        distributed_backend: str = "auto",
+        sharding: Optional[str] = None,
+        find_unused_parameters: bool = False,
         **options: Any,
     ) -> None:
+        """device: auto (CUDA if present), cpu, cuda or cuda:N; under torchrun, cuda:LOCAL_RANK.
+        compile: false, true, or a dict of torch.compile options.
+        distributed_backend: under torchrun, the process group's backend: auto (nccl on CUDA, gloo on CPU), gloo or nccl.
+        sharding: under torchrun, null or ddp (every rank holds the whole model) or fsdp (FSDP2 shards it).
+        find_unused_parameters: under torchrun, let DDP handle parameters that get no gradient in a forward.
+        """
+        context = distributed.current()
+        if context is not None:
+            options = replicated_options(options, context.world_size)
+            if sharding == "fsdp" and options.get("auto_loss_scaling"):
+                raise ConfigurationError("executor.auto_loss_scaling is not available with sharding 'fsdp': each rank holds "
+                                         "only a shard of the gradients, whose overflow checks would disagree; use a static "
+                                         "loss_scaling, or bf16 (no scaling needed).")
         super().__init__(model, optimizer, **options)
+        if not isinstance(distributed_backend, str):
+            raise ConfigurationError(f"executor.distributed_backend: expected 'auto', 'gloo' or 'nccl', found {distributed_backend!r}.")
+        require_sharding(sharding)
         if not isinstance(compile, (bool, dict)):
             raise ConfigurationError(key="compile", expected="true, false or a dict of torch.compile options", found=compile)
         self._device_option = device
         self._compile_option = compile
-        self._device = resolve_device(device)
+        self._distributed_options: Dict[str, Any] = {"distributed_backend": distributed_backend, "sharding": sharding,
+                                     "find_unused_parameters": find_unused_parameters}
+        self._context = context
+        self._ranks = 1 if context is None else context.world_size  # processes sharing each host call
+        # What this process runs of each host call: all replicas, or under torchrun its own one.
+        self._local_plan = self._plan if context is None else dataclasses.replace(self._plan, replication_factor=1)
+        self._device = resolve_device(device) if context is None else rank_device(device, context)
         shared = self._options
         if shared.seed is not None:
             # poptorch's randomSeed seeds torch as well; dropout masks then repeat run to run.
             torch.manual_seed(shared.seed)
-        # Module.to keeps parameter identity, so an optimizer built before stays valid.
-        self._model = model.to(self._device)
+        # Module.to keeps a plain parameter's identity, so an optimizer built before stays valid; it
+        # would replace an FSDP-sharded model's parameters, so a model already in place is left alone.
+        in_place = all(tensor.device == self._device for tensor in (*model.parameters(), *model.buffers()))
+        self._model = model if in_place else model.to(self._device)
         self._optimizer = optimizer
         self._moves_inputs = self._device.type != "cpu"
         self._autocast = autocast_factory(shared.precision, self._device.type)
         self._scaler = LossScaler(self._device.type, shared.loss_scaling, shared.auto_loss_scaling,
-                                  self._plan.micro_batches_per_update)
+                                  self._local_plan.micro_batches_per_update)
         self._hyperparameter_names: FrozenSet[str] = hyperparameter_names(optimizer) if optimizer is not None else frozenset()
         self._hyperparameters: List[Dict[str, Any]] = (
             snapshot_hyperparameters(optimizer, self._hyperparameter_names) if optimizer is not None else []
@@ -121,7 +156,14 @@ class NativeExecutor(StepExecutor):
         self._parameters: List[torch.nn.Parameter] = (
             [parameter for group in optimizer.param_groups for parameter in group["params"]] if optimizer is not None else []
         )
-        self._forward: Any = self._model
+        self._group: Optional[ReplicaGroup] = None
+        if context is not None and self.training:
+            self._group = ReplicaGroup(self._model, optimizer, context, sharding, find_unused_parameters)
+            if optimizer is not None:  # sharding replaces the parameters the optimizer holds
+                self._parameters = [parameter for group in optimizer.param_groups for parameter in group["params"]]
+        self._module: torch.nn.Module = self._group.module if self._group is not None else self._model
+        self._update_contexts = update_contexts(self._group, self._local_plan.micro_batches_per_update)
+        self._forward: Any = self._module
         self._spec: Optional[InputSpec] = None
         self._attached = False
         self._inference: Optional[NativeExecutor] = None
@@ -152,6 +194,7 @@ class NativeExecutor(StepExecutor):
                 model=self._model,
                 device=self._device_option,
                 compile=self._compile_option,
+                **self._distributed_options,
                 **dataclasses.asdict(self._options.as_inference()),
             )
         return self._inference
@@ -165,19 +208,26 @@ class NativeExecutor(StepExecutor):
         signature that differs only outside dim 0 (a length bucket) is added to the spec.
         """
         if self._spec is not None:
-            if not self._spec.add(sample_batch, self._plan):
+            if not self._spec.add(sample_batch, self._local_plan):
                 warnings.warn(COMPILE_IGNORED_WARNING, stacklevel=2)
             return
-        self._spec = InputSpec(sample_batch, self._plan)
-        if self._compile_option is not False and self._forward is self._model:
+        self._spec = InputSpec(sample_batch, self._local_plan)
+        if self._compile_option is not False and self._forward is self._module:
             options = {} if self._compile_option is True else dict(self._compile_option)
             options.setdefault("dynamic", False)
-            self._forward = torch.compile(self._model, **options)
+            self._forward = torch.compile(self._module, **options)
         self._attached = True
 
     def accepts(self, batch: Batch) -> bool:
         """Whether `batch` has a compiled signature (a call would run without compiling)."""
         return self._spec is not None and self._spec.matches(batch)
+
+    def compile_for(self, loader: "DataLoader") -> None:
+        """Compile for every batch shape `loader` yields; under torchrun, first make the loader give
+        only this rank's replica's rows of each combined batch."""
+        if self._context is not None:
+            loader.select_replica(self._context.rank, self._context.world_size)
+        super().compile_for(loader)
 
     def compile_ahead(self, loader: "DataLoader") -> str:
         """Fix the input spec for every shape of `loader` and, with `compile`, have `torch.compile`
@@ -232,7 +282,7 @@ class NativeExecutor(StepExecutor):
         if self._moves_inputs:
             device = self._device
             batch = {key: value.to(device, non_blocking=True) for key, value in batch.items()}
-        plan = self._plan
+        plan = self._local_plan
         if self._model.training != plan.training:
             # The training and inference executors share one model; its mode follows the caller.
             self._model.train(plan.training)
@@ -243,7 +293,7 @@ class NativeExecutor(StepExecutor):
 
     def _micro_batches(self, batch: Mapping[str, torch.Tensor]) -> Iterator[Tuple[int, int, Mapping[str, torch.Tensor]]]:
         """(step, replica, micro-batch) in the order ``[device_iteration × accumulation][replica]``."""
-        plan = self._plan
+        plan = self._local_plan
         if plan.batch_size_factor == 1:
             yield 0, 0, batch
             return
@@ -255,14 +305,14 @@ class NativeExecutor(StepExecutor):
                 yield step, replica, {key: value[step, replica] for key, value in split.items()}
 
     def _train(self, batch: Mapping[str, torch.Tensor], samples: int) -> StepResult:
-        plan = self._plan
+        plan = self._local_plan
         optimizer = self._optimizer
         assert optimizer is not None
         forward, autocast, scaler = self._forward, self._autocast, self._scaler
         max_grad_norm, max_grad_value = self._options.max_grad_norm, self._options.max_grad_value
         collector = OutputCollector(plan)
         micro_batches = self._micro_batches(batch)
-        per_update = plan.micro_batches_per_update
+        update_contexts = self._update_contexts
         host_values = [{key: group[key] for key in snapshot if key in group}
                        for group, snapshot in zip(optimizer.param_groups, self._hyperparameters)]
         try:
@@ -271,12 +321,14 @@ class NativeExecutor(StepExecutor):
                 # step hook or the optimizer itself wrote into the groups during the last one.
                 self._apply_hyperparameters(optimizer)
                 optimizer.zero_grad(set_to_none=True)
-                for _ in range(per_update):
+                for reduction in update_contexts:
                     step, replica, micro_batch = next(micro_batches)
-                    with autocast():
-                        outputs = forward(**micro_batch)
-                    loss = find_loss(outputs, training=True)
-                    scaler.backward(loss)  # type: ignore[arg-type]  # find_loss raises in training if there is none
+                    # Under torchrun the gradients are reduced across ranks on the update's last micro-batch only.
+                    with reduction():
+                        with autocast():
+                            outputs = forward(**micro_batch)
+                        loss = find_loss(outputs, training=True)
+                        scaler.backward(loss)  # type: ignore[arg-type]  # find_loss raises in training if there is none
                     collector.add(step, replica, outputs, loss)
                 scaler.unscale_(optimizer, self._gradients)
                 # Clipping sees the reduced gradient with the loss scale divided out (a dynamic
@@ -288,16 +340,21 @@ class NativeExecutor(StepExecutor):
                 scaler.step(optimizer)
         finally:
             self._restore_host_values(optimizer, host_values)
-        return StepResult(collector.outputs(), collector.mean_loss(), plan.device_iterations, samples)
+        return StepResult(collector.outputs(), mean_over_ranks(collector.mean_loss(), self._context),
+                          plan.device_iterations, samples * self._ranks)
 
     def _infer(self, batch: Mapping[str, torch.Tensor], samples: int) -> StepResult:
-        collector = OutputCollector(self._plan)
+        collector = OutputCollector(self._local_plan)
         forward, autocast = self._forward, self._autocast
         for step, replica, micro_batch in self._micro_batches(batch):
             with autocast():
                 outputs = forward(**micro_batch)
             collector.add(step, replica, outputs, find_loss(outputs, training=False))
-        return StepResult(collector.outputs(), collector.mean_loss(), 0, samples)
+        if getattr(self._model, SHARDED_MARK, False):
+            # FSDP keeps the root's gathered parameters after a forward without backward; shard them
+            # again, so the model's parameters are the ones the optimizer holds.
+            self._model.reshard()  # type: ignore[operator]
+        return StepResult(collector.outputs(), collector.mean_loss(), 0, samples * self._ranks)
 
     def _gradients(self) -> List[torch.Tensor]:
         return [parameter.grad for parameter in self._parameters if parameter.grad is not None]
@@ -379,7 +436,7 @@ class NativeExecutor(StepExecutor):
             return
         self._spec = None
         self._attached = False
-        self._forward = self._model
+        self._forward = self._module
 
     def state_dict(self) -> Dict[str, Any]:
         """Optimizer state, the hyperparameters in use, loss-scaler state and torch RNG states."""

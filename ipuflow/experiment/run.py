@@ -11,6 +11,9 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 from ipuflow.config import ConfigurationError, Params
 from ipuflow.config.params import Overrides
 from ipuflow.plugins import include_packages
+from ipuflow.distributed import is_primary
+from ipuflow.distributed.launch import refuse_under_torchrun, replica_group_for
+from ipuflow.distributed.rank_output import on_primary, quiet_other_ranks
 from ipuflow.storage import LOCK_NAME, RunDirectoryLock, remove_interrupted_writes, write_json_atomically
 from ipuflow.experiment.serialization_dir import (
     ARCHIVE_NAME, CONFIG_NAME, LOG_NAME, META_NAME, METRICS_NAME, configure_logging, prepare_serialization_dir,
@@ -43,13 +46,18 @@ def train_model_from_file(
     params = Params.from_file(config_file, overrides, ext_vars)  # config errors first: this is quick
     include_packages(include_package)
     if compile_only:
+        refuse_under_torchrun("ipuflow train --compile-only")
+    if dry_run:
+        refuse_under_torchrun("ipuflow train --dry-run")
+    if compile_only:
         return compile_model(params, file_friendly_logging)
     if dry_run:
         from ipuflow.experiment.dry_run import dry_run as check_by_dry_run
 
         return check_by_dry_run(params, Path(serialization_dir), file_friendly_logging)
-    return train_model(params, serialization_dir, recover=recover, force=force,
-                       file_friendly_logging=file_friendly_logging)
+    with replica_group_for(params):
+        return train_model(params, serialization_dir, recover=recover, force=force,
+                           file_friendly_logging=file_friendly_logging)
 
 
 # What `-r` does after a command stopped in each phase outside training (training checkpoints itself).
@@ -90,35 +98,40 @@ def train_model(params: Params, serialization_dir: Union[str, Path], recover: bo
         phase[0] = name
         logger.debug("Phase: %s", name)
 
-    lock = RunDirectoryLock(directory)
+    # Under torchrun rank 0 alone holds the lock and writes the directory; the others follow it.
+    lock = RunDirectoryLock(directory) if is_primary() else None
     with StopOnSignal(interrupted):
         try:
             return _train_locked(params, directory, lock, enter, recover, force, file_friendly_logging)
         finally:
-            lock.release()
+            if lock is not None:
+                lock.release()
 
 
-def _train_locked(params: Params, directory: Path, lock: RunDirectoryLock, enter: Callable[[str], None],
+def _train_locked(params: Params, directory: Path, lock: Optional[RunDirectoryLock], enter: Callable[[str], None],
                   recover: bool, force: bool, file_friendly_logging: bool) -> Dict[str, Any]:
     from ipuflow.experiment.archival import archive_model
 
-    raised = prepare_serialization_dir(directory, params, recover=recover, force=force, lock=lock)
+    primary = is_primary()
+    raised = on_primary(lambda: prepare_serialization_dir(directory, params, recover=recover, force=force, lock=lock))
     removed: List[str] = []
     if recover:
-        removed = remove_interrupted_writes(directory)
-        complete = _completed_run(directory, raised)
+        removed = on_primary(lambda: remove_interrupted_writes(directory))
+        complete = on_primary(lambda: _completed_run(directory, raised))
         if complete is not None:
             configure_logging(None, file_friendly_logging)
+            quiet_other_ranks()
             logger.info("The run in %s is complete (%s); nothing to do, nothing was changed.", directory, complete[1])
             return complete[0]
-    configure_logging(directory / LOG_NAME, file_friendly_logging)
+    configure_logging(directory / LOG_NAME if primary else None, file_friendly_logging)
+    quiet_other_ranks()
     if removed:
         logger.info("Removed temporary files left by an interrupted write: %s", ", ".join(removed))
     if raised:
         logger.info("Recovering with raised limits: %s", "; ".join(raised))
-    if not recover or raised:
+    if primary and (not recover or raised):
         params.to_file(directory / CONFIG_NAME)
-    if not (recover and (directory / META_NAME).is_file()):
+    if primary and not (recover and (directory / META_NAME).is_file()):
         # meta.json describes how the run was started; a resumed run keeps it.
         write_json_atomically(directory / META_NAME, run_metadata())
     experiment = _build(params, directory)
@@ -128,6 +141,8 @@ def _train_locked(params: Params, directory: Path, lock: RunDirectoryLock, enter
         # A recovered run that had little or nothing left to do reports less than the original run
         # did; keep what the earlier metrics.json recorded and update it with what is new.
         metrics = {**_read_json(directory / METRICS_NAME), **metrics}
+    if not primary:
+        return metrics  # rank 0 writes the metrics and the archive
     write_json_atomically(directory / METRICS_NAME, metrics)
     enter("archiving")
     archive = archive_model(directory)

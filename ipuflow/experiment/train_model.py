@@ -16,6 +16,8 @@ from ipuflow.config import ConfigurationError, Lazy, Registrable
 from ipuflow.data.loader import DataLoader
 from ipuflow.data.readers import DatasetReader
 from ipuflow.data.vocabulary import Vocabulary
+from ipuflow.distributed import is_primary
+from ipuflow.distributed.collectives import barrier
 from ipuflow.evaluation.inference import evaluation_loader
 from ipuflow.evaluation.postprocessor import Postprocessor
 from ipuflow.execution.executor import StepExecutor
@@ -167,7 +169,9 @@ class TrainModel(Registrable):
                 key="datasets_for_vocab_creation",
             )
         vocab_dir = directory / VOCABULARY_DIR
-        if vocab_dir.is_dir() and any(vocab_dir.iterdir()):
+        saved_vocabulary = vocab_dir.is_dir() and any(vocab_dir.iterdir())
+        barrier()  # under torchrun every rank has looked before rank 0 writes the vocabulary
+        if saved_vocabulary:
             # Recovering a run: keep its vocabulary, so that token ids match its checkpoints even if
             # the data files have changed since.
             vocab = Vocabulary.from_files(str(vocab_dir))
@@ -175,7 +179,8 @@ class TrainModel(Registrable):
         else:
             # Each columnar dataset counts its items as its instances would (from its stored counts).
             vocab = vocabulary.construct(instances=[datasets[name] for name in for_vocab])
-            vocab.save_to_files(str(vocab_dir))
+            if is_primary():
+                vocab.save_to_files(str(vocab_dir))
 
         built_model = model.construct(vocab=vocab, serialization_dir=serialization_dir)
         indexed = {name: dataset.indexed(vocab) for name, dataset in datasets.items()}

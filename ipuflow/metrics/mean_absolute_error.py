@@ -68,8 +68,9 @@ class MeanAbsoluteError(Metric):
         """The summed errors, the count and the number of batches, on the CPU."""
         if self._error_sum is None or self._updates == 0:
             return {"updates": 0}
-        return {"updates": self._updates, "error_sum": self._error_sum.compute().detach().cpu(),
-                "count": self._count.compute().detach().cpu()}
+        # The accumulated sums themselves, not compute(): under torchrun that sums every rank's.
+        return {"updates": self._updates, "error_sum": self._error_sum.sum_value.detach().cpu().clone(),
+                "count": self._count.sum_value.detach().cpu().clone()}
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         """Continue from `state_dict`'s result."""

@@ -7,12 +7,13 @@ import logging
 from pathlib import Path
 from typing import Optional, Tuple
 
+from ipuflow.distributed.collectives import barrier
 from ipuflow.execution.executor import StepExecutor
 from ipuflow.models.model import Model
 from ipuflow.storage import file_sha256, link_atomically
 from ipuflow.training.checkpointer import BEST_WEIGHTS_NAME, load_weights, save_weights
 from ipuflow.training.moving_average import MovingAverage
-from ipuflow.training.trainer_state import TrainerState
+from ipuflow.training.trainer_state import TrainerState, is_primary
 
 logger = logging.getLogger(__name__)
 
@@ -44,9 +45,11 @@ class BestWeights:
         """Write the file from the current weights (a hard link to `checkpoint_here`, the checkpoint
         just written at this very position, when it holds exactly them) and record its checksum."""
         if checkpoint_here is not None and self._moving_average is None:
-            link_atomically(checkpoint_here, self.path)
+            if is_primary():
+                link_atomically(checkpoint_here, self.path)
         else:
             self._save()
+        barrier()  # under torchrun rank 0 has written the file now, and every rank may read it
         state.best_sha256 = file_sha256(self.path)
         state.best_model_checkpoint = str(self.path)
 
@@ -55,7 +58,9 @@ class BestWeights:
         if self._moving_average is not None:
             self._moving_average.assign_average_value()
         try:
-            save_weights(self._model.state_dict(), self.path)
+            weights = self._model.state_dict()  # every rank: a sharded (FSDP) model gathers its weights onto rank 0
+            if is_primary():
+                save_weights(weights, self.path)
         finally:
             if self._moving_average is not None:
                 self._moving_average.restore()

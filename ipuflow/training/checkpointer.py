@@ -24,6 +24,9 @@ import safetensors.torch
 import torch
 
 from ipuflow.config import Registrable, validators
+from ipuflow.distributed import is_primary
+from ipuflow.distributed.checkpoint_state import adopt_own_rank_state, with_rank_states
+from ipuflow.distributed.rank_output import on_primary
 from ipuflow.storage import file_sha256, verify_sha256, write_atomically, write_json_atomically
 
 if TYPE_CHECKING:
@@ -141,7 +144,8 @@ class Checkpointer(Registrable):
         """Whether the intervals ask for a checkpoint at this point."""
         if batches_in_epoch_completed == 0 and self._save_completed_epochs:
             return True
-        if self._save_every_num_seconds is not None and time.time() - self._last_save_time >= self._save_every_num_seconds:
+        interval = self._save_every_num_seconds
+        if interval is not None and on_primary(lambda: time.time() - self._last_save_time >= interval):  # rank 0's clock decides
             return True
         if self._save_every_num_batches is not None:
             last = self._last_save_batches if self._last_save_epoch == epochs_completed else 0
@@ -151,8 +155,11 @@ class Checkpointer(Registrable):
 
     def save_checkpoint(self, trainer: "Trainer") -> Optional[Tuple[Path, Path]]:
         """Write the trainer's checkpoint state now, with the checkpointer's own state under
-        ``checkpointer`` (restored by `load_checkpoint`), then apply retention; the paths written."""
-        self._serialization_dir.mkdir(parents=True, exist_ok=True)
+        ``checkpointer`` (restored by `load_checkpoint`), then apply retention; the paths written.
+        Under torchrun every rank calls this together and rank 0 writes, adding each rank's own state."""
+        primary = is_primary()
+        if primary:
+            self._serialization_dir.mkdir(parents=True, exist_ok=True)
         with trainer.get_checkpoint_state() as checkpoint:
             if checkpoint is None:
                 return None
@@ -162,7 +169,9 @@ class Checkpointer(Registrable):
             self._last_save_time = time.time()
             self._last_save_epoch = epochs
             self._last_save_batches = batches
-            training_state = {**checkpoint.training_state, "checkpointer": self.state_dict()}
+            training_state = with_rank_states({**checkpoint.training_state, "checkpointer": self.state_dict()})
+            if not primary:
+                return model_path, training_path
             save_training_state(training_state, training_path)
             save_weights(checkpoint.model_state, model_path)
             # The manifest goes last: a checkpoint is listed only once both files are complete.
@@ -236,6 +245,7 @@ class Checkpointer(Registrable):
                     epochs, batches, self._serialization_dir, type(error).__name__, error,
                 )
                 continue
+            checkpoint = checkpoint._replace(training_state=adopt_own_rank_state(checkpoint.training_state))
             if checkpoint.training_state.get("checkpointer") is not None:
                 self.load_state_dict(checkpoint.training_state["checkpointer"])
             return checkpoint
@@ -263,6 +273,8 @@ class Checkpointer(Registrable):
         checkpoints = self.all_checkpoints()
         if not checkpoints:
             return False
+        if not is_primary():
+            return True  # rank 0 records it
         manifest = self._read_manifest(*checkpoints[0])
         self._write_manifest(*checkpoints[0], manifest["sha256"], run_status)
         return True
@@ -270,7 +282,7 @@ class Checkpointer(Registrable):
     def remove_incomplete_checkpoints(self) -> List[str]:
         """Remove checkpoint files that have no manifest: a process killed while writing a
         checkpoint leaves them, and they are never loaded. The names removed."""
-        if not self._serialization_dir.is_dir():
+        if not self._serialization_dir.is_dir() or not is_primary():
             return []
         complete = set(self.all_checkpoints())
         removed = []

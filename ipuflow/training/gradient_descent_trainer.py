@@ -16,6 +16,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 import torch
 
 from ipuflow.data.loader import DataLoader
+from ipuflow.distributed.agreement import agree_on_requests
 from ipuflow.execution.executor import StepExecutor
 from ipuflow.models.model import Model
 from ipuflow.storage import write_json_atomically
@@ -39,7 +40,7 @@ from ipuflow.training.schedule_stepper import ScheduleStepper
 from ipuflow.training.trainer import Trainer
 from ipuflow.training.trainer_checkpoints import TrainingCheckpoints, position_of, stateful_parts, write_trainer_state
 from ipuflow.training.trainer_construction import all_callbacks, check_trainer_arguments, from_partial_objects
-from ipuflow.training.trainer_state import TrainerState
+from ipuflow.training.trainer_state import TrainerState, is_primary
 from ipuflow.training.training_metrics import TrainingMetrics
 from ipuflow.training.validation import Validation, score
 
@@ -265,6 +266,7 @@ class GradientDescentTrainer(Trainer):
         for batch_number, batch in enumerate(loader.iter_from(start), start + 1):
             self._events.fire("on_step_begin", epoch=epoch, batch_number=batch_number, batch=batch)
             updates = self._host_call(batch, batch_number, epoch, num_batches)
+            agree_on_requests(control, self._interrupts)  # under torchrun every rank acts on any rank's request
             last_of_epoch = num_batches is not None and batch_number >= num_batches
             if control.should_epoch_stop:
                 control.should_epoch_stop = False
@@ -342,6 +344,7 @@ class GradientDescentTrainer(Trainer):
         self.state.batches_in_epoch_completed = 0
         self.state.epoch = float(self.state.epochs_completed)
         self._save_position(metrics, is_best)
+        agree_on_requests(self.control, self._interrupts)
         if self._interrupts is not None and self._interrupts.interrupted and not self._status.training_finished:
             self._stop_for_signal(self._interrupts.signal_name or "a signal")
         return metrics
@@ -368,7 +371,8 @@ class GradientDescentTrainer(Trainer):
         self.state.training_seconds = self._seconds_before + time.monotonic() - self._clock_start
         metrics = epoch_metrics(epoch, self.state.training_seconds, time.monotonic() - epoch_start, training_metrics,
                                 validation_metrics, self.state, self._metric_tracker)
-        write_json_atomically(Path(self.serialization_dir) / f"metrics_epoch_{epoch}.json", metrics)  # type: ignore[arg-type]
+        if is_primary():
+            write_json_atomically(Path(self.serialization_dir) / f"metrics_epoch_{epoch}.json", metrics)  # type: ignore[arg-type]
         return metrics
 
     def _save_position(self, metrics: Dict[str, Any], is_best: bool) -> None:

@@ -13,16 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Union
 
+from ipuflow.distributed import is_primary as distributed_is_primary
 from ipuflow.storage import write_json_atomically
 
 TRAINER_STATE_NAME = "trainer_state.json"
 
 
-def _always_primary() -> bool:
-    return True
-
-
-_primary_check: Callable[[], bool] = _always_primary
+_primary_check: Callable[[], bool] = distributed_is_primary
 
 
 def is_primary() -> bool:
@@ -32,10 +29,10 @@ def is_primary() -> bool:
 
 
 def set_primary_check(check: Optional[Callable[[], bool]]) -> None:
-    """Install the function `is_primary` asks (a distributed run installs its rank check); None
-    restores the single-process answer (always True)."""
+    """Install the function `is_primary` asks (tests pose as another rank); None restores the
+    replica group's answer (rank 0, or always True in a single-process run)."""
     global _primary_check
-    _primary_check = check if check is not None else _always_primary
+    _primary_check = check if check is not None else distributed_is_primary
 
 
 @dataclass
