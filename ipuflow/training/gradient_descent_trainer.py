@@ -46,8 +46,6 @@ from ipuflow.training.validation import Validation, score
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["GradientDescentTrainer"]
-
 
 def _length(loader: Any) -> Optional[int]:
     try:
