@@ -68,10 +68,12 @@ def replica_group_for(params: Params) -> Iterator[Optional[DistributedContext]]:
         return
     block = check_config_for_launch(params, int(os.environ["WORLD_SIZE"]))
     context = start(block.get("distributed_backend", "auto"), _uses_cuda(block.get("device", "auto")))
+    completed = False
     try:
         yield context  # callbacks' is_primary (training.trainer_state) asks this group
+        completed = True
     finally:
-        stop()
+        stop(completed)
 
 
 def refuse_under_torchrun(what: str, advice: str = "run it as one process, without torchrun") -> None:

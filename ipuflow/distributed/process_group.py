@@ -117,8 +117,11 @@ def start(backend: str, uses_cuda: bool) -> DistributedContext:
     return _current
 
 
-def stop() -> None:
-    """Leave the group (every rank calls this at the end of the command)."""
+def stop(completed: bool = True) -> None:
+    """Leave the group (every rank calls this at the end of the command). After a `completed`
+    command the ranks first meet at a barrier: a rank that tears gloo down while its peer still
+    talks to it can abort ("terminate called without an active exception"). After an error there
+    is no barrier, since a failed peer would never arrive."""
     global _current
     import torch.distributed as dist
 
@@ -126,6 +129,8 @@ def stop() -> None:
         return
     _current = None
     if dist.is_initialized():
+        if completed:
+            dist.barrier()
         dist.destroy_process_group()
 
 
