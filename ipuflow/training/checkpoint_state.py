@@ -48,7 +48,11 @@ def restore_training_state(training_state: Dict[str, Any], parts: List[StatefulP
     A part the checkpoint does not hold (a scheduler added to the config since) keeps its fresh state.
     """
     check_version(training_state, where)
+    try:
+        state = TrainerState.from_dict(training_state[TRAINER_STATE_KEY])
+    except (KeyError, TypeError, ValueError) as error:
+        raise ConfigurationError(f"The checkpoint in {where} holds no readable trainer state ({error}).") from None
     for part in parts:
         if training_state.get(part.name) is not None:
             part.load_state_dict(training_state[part.name])
-    return TrainerState.from_dict(training_state[TRAINER_STATE_KEY])
+    return state

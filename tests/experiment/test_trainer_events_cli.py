@@ -24,7 +24,7 @@ class NamesEvents(TrainerCallback):
 
 
 @pytest.mark.slow  # two real training runs through the CLI
-def test_test_set_events_and_trainer_state_through_the_cli(tiny_data, tmp_path):
+def test_test_set_events_and_trainer_state_through_the_cli(tiny_data, tmp_path, capsys):
     path = f"{NamesEvents.__module__}.NamesEvents"
     config = tiny_config(tiny_data, num_epochs=1, callbacks=[{"type": path}])
     config_file = tmp_path / "config.json"
@@ -53,3 +53,20 @@ def test_test_set_events_and_trainer_state_through_the_cli(tiny_data, tmp_path):
     resumed = json.loads((directory / "trainer_state.json").read_text())
     assert resumed["epochs_completed"] == 2 and resumed["global_step"] == 2 * state["global_step"]
     assert resumed["log_history"][:len(state["log_history"])] == state["log_history"]
+
+    # A checkpoint in the training-state layout of an older ipuflow: -r says so and exits 2, no traceback.
+    import torch
+
+    from ipuflow.storage import file_sha256
+
+    manifest_path = sorted(directory.glob("checkpoint_e*_b*.json"))[-1]
+    training_path = directory / manifest_path.name.replace("checkpoint_", "training_state_").replace(".json", ".pt")
+    old = torch.load(training_path, weights_only=True)
+    torch.save({**{key: value for key, value in old.items() if key != "trainer_state"}, "version": 1}, training_path)
+    manifest = json.loads(manifest_path.read_text())
+    manifest["sha256"][training_path.name] = file_sha256(training_path)
+    manifest_path.write_text(json.dumps(manifest))
+    capsys.readouterr()
+    assert run(["train", str(config_file), "-s", str(directory), "-r", "-o", '{"trainer.num_epochs": 3}']) == 2
+    error = " ".join(capsys.readouterr().err.split())
+    assert "version 1; this ipuflow reads version 2" in error and "Traceback" not in error

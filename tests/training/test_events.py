@@ -250,3 +250,13 @@ def test_is_primary_follows_the_installed_check():
     finally:
         set_primary_check(None)
     assert callback.is_primary
+
+
+def test_a_trainer_state_with_unknown_keys_is_refused_with_the_checkpoint_named(tmp_path):
+    from ipuflow.training.checkpoint_state import TRAINING_STATE_VERSION, restore_training_state
+
+    state = {"version": TRAINING_STATE_VERSION, "trainer_state": {**TrainerState().to_dict(), "from_the_future": 1}}
+    with pytest.raises(ConfigurationError, match=r"checkpoint in runs/x holds no readable trainer state.*from_the_future"):
+        restore_training_state(state, [], "runs/x")
+    assert restore_training_state({"version": TRAINING_STATE_VERSION, "trainer_state": {"global_step": 3}}, [],
+                                  "runs/x") == TrainerState(global_step=3)

@@ -27,6 +27,7 @@ class EventDispatch:
 
     def add(self, callback: "TrainerCallback") -> None:
         """Append a callback: it hears every later event."""
+        # Imported here: the callback module imports the event module, which this package provides.
         from ipuflow.training.callbacks.callback import TrainerCallback
 
         callback.trainer = self._trainer
