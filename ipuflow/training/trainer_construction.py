@@ -7,7 +7,7 @@ import logging
 import re
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Type, Union
 
-from ipuflow.config import ConfigurationError, Lazy
+from ipuflow.config import ConfigurationError, Lazy, validators
 from ipuflow.data.loader import DataLoader
 from ipuflow.execution.executor import StepExecutor
 from ipuflow.models.model import Model
@@ -48,18 +48,21 @@ def all_callbacks(callbacks: Optional[List[TrainerCallback]], batch_callbacks: O
 
 
 def check_trainer_arguments(executor: StepExecutor, patience: Optional[int], validation_data_loader: Optional[DataLoader],
-                            grad_clipping: Optional[float], **positive: Optional[int]) -> None:
-    """Refuse arguments the trainer cannot honour (`positive`: keys that must be ints >= 1 or None)."""
+                            grad_clipping: Optional[float], num_epochs: int, log_interval: int,
+                            validation_interval: Optional[int], max_steps: Optional[int]) -> None:
+    """Refuse arguments the trainer cannot honour (keys relative to the trainer's section)."""
     if patience is not None and validation_data_loader is None:
         logger.warning("trainer.patience is set but there is no validation data: early stopping is off")
-    for key, value in positive.items():
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-            raise ConfigurationError(f"trainer.{key}: expected an int >= 1, found {value!r}")
+    validators.positive_int("num_epochs", num_epochs)
+    validators.positive_int("log_interval", log_interval)
+    validators.positive_int("validation_interval", validation_interval, optional=True)
+    validators.positive_int("max_steps", max_steps, optional=True)
     if grad_clipping is not None and getattr(executor.options, "max_grad_value", None) != grad_clipping:
         # Value clipping happens in the executor, on the reduced and unscaled gradient.
         raise ConfigurationError(
-            f"trainer.grad_clipping ({grad_clipping}) is the executor's max_grad_value, and the executor given "
-            f"has max_grad_value {executor.options.max_grad_value}; build the executor with max_grad_value={grad_clipping}"
+            f"It is the executor's max_grad_value, and the executor given has max_grad_value "
+            f"{executor.options.max_grad_value}; build the executor with max_grad_value={grad_clipping}.",
+            key="grad_clipping",
         )
 
 
@@ -86,22 +89,25 @@ def executor_aliases(executor_config: Dict[str, Any], grad_norm: Union[float, bo
         configured = executor_config.get(executor_key)
         if configured is not None and configured != value:
             raise ConfigurationError(
-                f"trainer.{trainer_key} ({value}) and trainer.executor.{executor_key} ({configured}) are the same "
-                "setting with different values; give one of them"
+                f"{value!r} is the same setting as executor.{executor_key}, which is {configured!r}; give one of them.",
+                key=trainer_key,
             )
         options[executor_key] = value
 
+    # Checked here, so that a bad value is named by the spelling the config used.
     if num_gradient_accumulation_steps is not None:
+        validators.positive_int("num_gradient_accumulation_steps", num_gradient_accumulation_steps)
         alias("num_gradient_accumulation_steps", num_gradient_accumulation_steps, "gradient_accumulation")
     if grad_norm is True:
         raise ConfigurationError(
-            "trainer.grad_norm: true (report the norm without clipping) is not supported: the executor "
-            "computes the gradients on the device; give a float to clip the global norm to it"
+            "true (report the norm without clipping) is not supported: the executor computes the gradients on "
+            "the device; give a float to clip the global norm to it.",
+            key="grad_norm",
         )
     if grad_norm is not False:
-        alias("grad_norm", float(grad_norm), "max_grad_norm")
+        alias("grad_norm", validators.positive_number("grad_norm", grad_norm), "max_grad_norm")
     if grad_clipping is not None:
-        alias("grad_clipping", float(grad_clipping), "max_grad_value")
+        alias("grad_clipping", validators.positive_number("grad_clipping", grad_clipping), "max_grad_value")
     return options
 
 

@@ -42,6 +42,15 @@ CASES = [
      "trainer.learning_rate_scheduler.schedulers.0.1.t_initial: expected an int >= 1, found"),
     ({"trainer.checkpointer": {"keep_most_recent_by_count": -1}},
      "trainer.checkpointer.keep_most_recent_by_count: expected an int >= 0 or null, found"),
+    # the trainer's own keys, aliases of executor keys named by the spelling the config used
+    ({"trainer.num_epochs": 0}, "trainer.num_epochs: expected an int >= 1, found"),
+    ({"trainer.log_interval": 0.5}, "trainer.log_interval: expected an int"),
+    ({"trainer.max_steps": -2}, "trainer.max_steps: expected an int >= 1 or null, found"),
+    ({"trainer.num_gradient_accumulation_steps": 0}, "trainer.num_gradient_accumulation_steps: expected an int >= 1, found"),
+    ({"trainer.grad_norm": -1.0}, "trainer.grad_norm: expected a finite number > 0, found"),
+    ({"trainer.grad_norm": True}, "trainer.grad_norm: true (report the norm without clipping) is not supported"),
+    ({"trainer": {"num_gradient_accumulation_steps": 2, "executor": {"gradient_accumulation": 3}}},
+     "trainer.num_gradient_accumulation_steps: 2 is the same setting as executor.gradient_accumulation, which is 3"),
     # model.*
     ({"model.metrics": {"f1": {"type": "f1", "average": "most"}}}, "model.metrics.f1.average: expected one of"),
     ({"model.metrics": {"acc": {"type": "categorical_accuracy", "top_k": 0}}},
