@@ -128,6 +128,16 @@ class Checkpointer(Registrable):
         """Where the checkpoints live."""
         return self._serialization_dir
 
+    @property
+    def save_completed_epochs(self) -> bool:
+        """Whether a checkpoint is written at every epoch end."""
+        return self._save_completed_epochs
+
+    @property
+    def save_every_num_batches(self) -> Optional[int]:
+        """Host calls between checkpoints within an epoch (None: none within an epoch)."""
+        return self._save_every_num_batches
+
     def paths(self, epochs_completed: int, batches_in_epoch_completed: int) -> Tuple[Path, Path]:
         """The (model, training state) file paths of one checkpoint."""
         suffix = f"e{epochs_completed}_b{batches_in_epoch_completed}"

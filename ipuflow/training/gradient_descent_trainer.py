@@ -66,6 +66,7 @@ class GradientDescentTrainer(Trainer):
     checkpoint as at an epoch end). The run's status (`RunStatus`) and which weights are the best are
     checkpointed, so a resumed run that had stopped stays stopped unless a limit it stopped at was
     raised, and resuming repairs `best.safetensors` after a crash between a checkpoint and writing it.
+    Callbacks may read `checkpointer`, `learning_rate_scheduler` and `max_steps` (the configured limit).
     """
 
     from_partial_objects = classmethod(from_partial_objects)
@@ -101,11 +102,11 @@ class GradientDescentTrainer(Trainer):
                                 validation_interval=validation_interval, max_steps=max_steps, log_interval=log_interval)
         self.model, self.executor, self.optimizer = model, executor, optimizer
         self.data_loader, self.validation_data_loader = data_loader, validation_data_loader
-        self._num_epochs, self._max_steps = num_epochs, max_steps
+        self._num_epochs, self.max_steps = num_epochs, max_steps
         self._validation_interval, self._log_interval = validation_interval, log_interval
         self._metric_tracker = MetricTracker(validation_metric, patience)
-        self._checkpointer, self._moving_average = checkpointer, moving_average
-        self._learning_rate_scheduler = learning_rate_scheduler
+        self.checkpointer, self._moving_average = checkpointer, moving_average
+        self.learning_rate_scheduler = learning_rate_scheduler
         self._schedules = ScheduleStepper([learning_rate_scheduler, momentum_scheduler], executor, optimizer)
         plan = getattr(getattr(executor, "options", None), "plan", None)
         self._metrics = TrainingMetrics(model, optimizer, getattr(plan, "output_mode", None) == "all", self._check_finite)
@@ -128,7 +129,7 @@ class GradientDescentTrainer(Trainer):
     def _configured(self, state: TrainerState) -> TrainerState:
         calls = self.num_batches_per_epoch
         return state.configure(self._num_epochs, None if calls is None else calls * self.executor.updates_per_call,
-                               self._max_steps, self._log_interval, self._validation_interval,
+                               self.max_steps, self._log_interval, self._validation_interval,
                                getattr(self.data_loader, "combined_batch_size", None))
 
     # -- public state ----------------------------------------------------------------------
@@ -183,8 +184,8 @@ class GradientDescentTrainer(Trainer):
     def record_run_status(self, status: RunStatus) -> None:
         """Adopt `status` (e.g. test set evaluated, archived) and record it with the latest checkpoint."""
         self._status = status
-        if self._checkpointer is not None:
-            self._checkpointer.update_run_status(status.to_dict())
+        if self.checkpointer is not None:
+            self.checkpointer.update_run_status(status.to_dict())
 
     def evaluate_test_set(self, executor: StepExecutor, loader: Any) -> Dict[str, float]:
         """Score the model as it is (after `train()`: the best weights) on a test loader with an
@@ -247,7 +248,7 @@ class GradientDescentTrainer(Trainer):
                 break
         if not self._status.training_finished:  # no epoch was left to run
             self._stop(STOPPED_AT_NUM_EPOCHS, metrics)
-            if self._checkpointer is not None:
+            if self.checkpointer is not None:
                 self._save_checkpoint(force=True)
         self._best.load_into_model(self.state)
         return metrics, last_epoch
@@ -273,8 +274,8 @@ class GradientDescentTrainer(Trainer):
                 return False  # the stop validates and saves (_stop_within_epoch)
             if not last_of_epoch:
                 self._maybe_validate_within_epoch(epoch, updates)
-                if self._checkpointer is not None and (
-                        control.should_save or self._checkpointer.should_save(*position_of(state))):
+                if self.checkpointer is not None and (
+                        control.should_save or self.checkpointer.should_save(*position_of(state))):
                     self._save_checkpoint()
                 control.should_save = False
             if self._interrupts is not None and self._interrupts.interrupted:
@@ -387,8 +388,8 @@ class GradientDescentTrainer(Trainer):
             self._stop(reason, metrics)
         if is_best:
             BestWeights.mark(state, state.best_epoch)  # type: ignore[arg-type]
-        if self._checkpointer is not None and (
-                reason is not None or self.control.should_save or self._checkpointer.should_save(*position_of(state))):
+        if self.checkpointer is not None and (
+                reason is not None or self.control.should_save or self.checkpointer.should_save(*position_of(state))):
             self._save_checkpoint(force=reason is not None)
         self.control.should_save = False
         if is_best:
@@ -399,17 +400,17 @@ class GradientDescentTrainer(Trainer):
     # -- stopping and checkpoints ------------------------------------------------------------
 
     def _reached_max_steps(self) -> bool:
-        return self._max_steps is not None and self.state.global_step >= self._max_steps
+        return self.max_steps is not None and self.state.global_step >= self.max_steps
 
     def _stop(self, reason: str, metrics: Dict[str, Any]) -> None:
         self._status = RunStatus.stopped_now(reason, self.state.epochs_completed, self.state.global_step,
-                                             self._num_epochs, self._max_steps, metrics)
+                                             self._num_epochs, self.max_steps, metrics)
 
     def _stop_for_signal(self, signal_name: str) -> None:
-        if self._checkpointer is not None:
+        if self.checkpointer is not None:
             self._save_checkpoint()
         raise training_interrupted(signal_name, self.state.global_step, self.state.epochs_completed,
-                                   self.state.batches_in_epoch_completed, self._checkpointer is not None,
+                                   self.state.batches_in_epoch_completed, self.checkpointer is not None,
                                    str(self.serialization_dir))
 
     @contextlib.contextmanager
@@ -438,7 +439,7 @@ class GradientDescentTrainer(Trainer):
         self.executor.set_optimizer(self.optimizer)  # type: ignore[arg-type]
         logger.info("Resumed from the checkpoint at epoch %d, host call %d (%d optimizer updates)",
                     state.epochs_completed, state.batches_in_epoch_completed, state.global_step)
-        self._status = RunStatus.from_dict(checkpoint.run_status).resumed_with(self._num_epochs, self._max_steps)
+        self._status = RunStatus.from_dict(checkpoint.run_status).resumed_with(self._num_epochs, self.max_steps)
         self._best.repair(self.state, checkpoint.position, weights)
 
     def _check_finite(self, value: Optional[float]) -> None:

@@ -117,7 +117,7 @@ class HuggingFaceCallback(TrainerCallback):
             returned = getattr(self.callback, name)(
                 args, state, control,
                 model=trainer.model, processing_class=None, optimizer=trainer.optimizer,
-                lr_scheduler=trainer._learning_rate_scheduler, train_dataloader=trainer.data_loader,
+                lr_scheduler=trainer.learning_rate_scheduler, train_dataloader=trainer.data_loader,
                 eval_dataloader=trainer.validation_data_loader, **extra,
             )
         except AssertionError as refused:

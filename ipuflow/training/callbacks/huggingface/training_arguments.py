@@ -114,7 +114,7 @@ def arguments_of_run(trainer: Any) -> Dict[str, Any]:
     values: Dict[str, Any] = {
         "output_dir": str(trainer.serialization_dir),
         "num_train_epochs": state.num_train_epochs,
-        "max_steps": trainer._max_steps if trainer._max_steps is not None else -1,
+        "max_steps": trainer.max_steps if trainer.max_steps is not None else -1,
         "logging_strategy": "steps",
         "logging_steps": state.logging_steps or 500,
         "report_to": "none",
@@ -151,12 +151,12 @@ def arguments_of_run(trainer: Any) -> Dict[str, Any]:
             values["greater_is_better"] = sign > 0
     else:
         values["eval_strategy"] = "no"
-    checkpointer = trainer._checkpointer
+    checkpointer = trainer.checkpointer
     if checkpointer is None:
         values["save_strategy"] = "no"
-    elif checkpointer._save_every_num_batches:
+    elif checkpointer.save_every_num_batches:
         values["save_strategy"] = "steps"
-        values["save_steps"] = checkpointer._save_every_num_batches * trainer.executor.updates_per_call
+        values["save_steps"] = checkpointer.save_every_num_batches * trainer.executor.updates_per_call
     else:
-        values["save_strategy"] = "epoch" if checkpointer._save_completed_epochs else "no"
+        values["save_strategy"] = "epoch" if checkpointer.save_completed_epochs else "no"
     return values
