@@ -88,17 +88,17 @@ def training_plan(trainer: Any, datasets: Mapping[str, List[Any]]) -> Dict[str, 
             path="data_loader",
         )
     updates_per_epoch = calls * trainer.executor.updates_per_call
-    total = updates_per_epoch * trainer._num_epochs
+    total = updates_per_epoch * trainer.num_epochs
     max_steps = getattr(trainer, "_max_steps", None)
     if max_steps is not None:
         total = min(total, max_steps)
     plan: Dict[str, Any] = {
-        "num_epochs": trainer._num_epochs,
+        "num_epochs": trainer.num_epochs,
         "total_optimizer_updates": total,
         "training_samples_dropped_per_epoch": len(datasets["train"]) - min(calls * loader.combined_batch_size,
                                                                             len(datasets["train"])),
         "optimizer": _optimizer_summary(trainer.optimizer),
-        "learning_rate_schedule": _schedule_summary(trainer._learning_rate_scheduler, trainer.optimizer, total),
+        "learning_rate_schedule": _schedule_summary(trainer.learning_rate_scheduler, trainer.optimizer, total),
         "validation_metric": _validation_metric(trainer),
         "callbacks": [_registered_name(callback) for callback in trainer.callbacks
                       if not isinstance(callback, (BatchCallbackAdapter, EpochCallbackAdapter))],

@@ -66,7 +66,7 @@ class GradientDescentTrainer(Trainer):
     checkpoint as at an epoch end). The run's status (`RunStatus`) and which weights are the best are
     checkpointed, so a resumed run that had stopped stays stopped unless a limit it stopped at was
     raised, and resuming repairs `best.safetensors` after a crash between a checkpoint and writing it.
-    Callbacks may read `checkpointer`, `learning_rate_scheduler` and `max_steps` (the configured limit).
+    Callbacks may read `checkpointer`, `learning_rate_scheduler`, `num_epochs` and `max_steps` (the configured limits).
     """
 
     from_partial_objects = classmethod(from_partial_objects)
@@ -102,7 +102,7 @@ class GradientDescentTrainer(Trainer):
                                 validation_interval=validation_interval, max_steps=max_steps, log_interval=log_interval)
         self.model, self.executor, self.optimizer = model, executor, optimizer
         self.data_loader, self.validation_data_loader = data_loader, validation_data_loader
-        self._num_epochs, self.max_steps = num_epochs, max_steps
+        self.num_epochs, self.max_steps = num_epochs, max_steps
         self._validation_interval, self._log_interval = validation_interval, log_interval
         self._metric_tracker = MetricTracker(validation_metric, patience)
         self.checkpointer, self._moving_average = checkpointer, moving_average
@@ -128,7 +128,7 @@ class GradientDescentTrainer(Trainer):
 
     def _configured(self, state: TrainerState) -> TrainerState:
         calls = self.num_batches_per_epoch
-        return state.configure(self._num_epochs, None if calls is None else calls * self.executor.updates_per_call,
+        return state.configure(self.num_epochs, None if calls is None else calls * self.executor.updates_per_call,
                                self.max_steps, self._log_interval, self._validation_interval,
                                getattr(self.data_loader, "combined_batch_size", None))
 
@@ -239,7 +239,7 @@ class GradientDescentTrainer(Trainer):
         metrics: Dict[str, Any] = best_metrics(self.state, self._metric_tracker)
         last_epoch: Optional[int] = None
         self._schedules.before_update(self.state.global_step + 1)
-        for epoch in range(self.state.epochs_completed, self._num_epochs):
+        for epoch in range(self.state.epochs_completed, self.num_epochs):
             epoch_start = time.monotonic()
             finished = self._train_epoch(epoch)
             last_epoch = epoch
@@ -381,7 +381,7 @@ class GradientDescentTrainer(Trainer):
         state = self.state
         reason = stop_reason(self._metric_tracker.should_stop_early(), self.control.should_stop,
                              self._reached_max_steps(),
-                             state.batches_in_epoch_completed == 0 and state.epochs_completed >= self._num_epochs)
+                             state.batches_in_epoch_completed == 0 and state.epochs_completed >= self.num_epochs)
         if reason is not None:
             if reason == STOPPED_EARLY:
                 logger.info("Ran out of patience; stopping training.")
@@ -404,7 +404,7 @@ class GradientDescentTrainer(Trainer):
 
     def _stop(self, reason: str, metrics: Dict[str, Any]) -> None:
         self._status = RunStatus.stopped_now(reason, self.state.epochs_completed, self.state.global_step,
-                                             self._num_epochs, self.max_steps, metrics)
+                                             self.num_epochs, self.max_steps, metrics)
 
     def _stop_for_signal(self, signal_name: str) -> None:
         if self.checkpointer is not None:
@@ -439,7 +439,7 @@ class GradientDescentTrainer(Trainer):
         self.executor.set_optimizer(self.optimizer)  # type: ignore[arg-type]
         logger.info("Resumed from the checkpoint at epoch %d, host call %d (%d optimizer updates)",
                     state.epochs_completed, state.batches_in_epoch_completed, state.global_step)
-        self._status = RunStatus.from_dict(checkpoint.run_status).resumed_with(self._num_epochs, self.max_steps)
+        self._status = RunStatus.from_dict(checkpoint.run_status).resumed_with(self.num_epochs, self.max_steps)
         self._best.repair(self.state, checkpoint.position, weights)
 
     def _check_finite(self, value: Optional[float]) -> None:
