@@ -9,7 +9,12 @@ from typing import Any, Callable, Dict, Optional, TypeVar
 
 
 class TrainingInterrupted(RuntimeError):
-    """SIGINT or SIGTERM stopped training after a checkpoint was saved; the message says how to resume."""
+    """SIGINT or SIGTERM stopped training after a checkpoint was saved; the message says how to resume.
+    `signal_name` is the signal's (``"SIGINT"``)."""
+
+    def __init__(self, message: str, signal_name: Optional[str] = None) -> None:
+        super().__init__(message)
+        self.signal_name = signal_name
 
 
 class NonFiniteLossError(RuntimeError):
@@ -76,7 +81,8 @@ class StopOnSignal(_SignalHandlers):
         self._describe = describe
 
     def _handle(self, signum: int, frame: Optional[FrameType]) -> None:
-        raise TrainingInterrupted(self._describe(signal.Signals(signum).name))
+        name = signal.Signals(signum).name
+        raise TrainingInterrupted(self._describe(name), name)
 
 
 def non_finite_loss_error(value: Optional[float], epochs: int, updates: int, last_checkpoint: Optional[str]) -> NonFiniteLossError:
@@ -92,8 +98,8 @@ def signal_as_training_ended(signal_name: str, status: str, serialization_dir: s
     """The error for a signal that arrived as training ended (the stop is checkpointed already)."""
     return TrainingInterrupted(
         f"{signal_name} arrived as training ended ({status}); the final checkpoint is saved in {serialization_dir}. "
-        f"`ipuflow train CONFIG -s {serialization_dir} -r` finishes the run (test evaluation and archive) without training."
-    )
+        f"`ipuflow train CONFIG -s {serialization_dir} -r` finishes the run (test evaluation and archive) without training.",
+        signal_name)
 
 
 def training_interrupted(signal_name: str, updates: int, epochs: int, host_calls: int, saved: bool,
@@ -103,4 +109,4 @@ def training_interrupted(signal_name: str, updates: int, epochs: int, host_calls
              else "No checkpointer is configured, so nothing was saved")
     return TrainingInterrupted(
         f"Training was interrupted by {signal_name} after {updates} optimizer updates (epoch {epochs}, {host_calls} "
-        f"host calls into it). {where}; resume with `ipuflow train CONFIG -s {serialization_dir} -r`.")
+        f"host calls into it). {where}; resume with `ipuflow train CONFIG -s {serialization_dir} -r`.", signal_name)

@@ -4,12 +4,16 @@ W&B's offline run files, no mocks), continue the same run on `-r`, and `report_t
 from __future__ import annotations
 
 import json
+import os
+import signal
 from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
 import pytest
 
 from ipuflow.commands.cli import run
+from ipuflow.training.callbacks.callback import TrainerCallback
+from ipuflow.training.events.event import TrainerEvent
 
 from tests.experiment.conftest import tiny_config, write_tiny_data
 from tests.training.wandb_offline_records import offline_runs, read_offline_run
@@ -34,6 +38,41 @@ def _train(tmp_path: Path, config: Dict[str, Any], *extra: str) -> Path:
     config_file.write_text(json.dumps(config))
     directory = tmp_path / "run"
     assert run(["train", str(config_file), "-s", str(directory), *extra]) == 0
+    return directory
+
+
+@TrainerCallback.register("test_signal_at_update")
+class SignalAtUpdate(TrainerCallback):
+    """Sends this process `signal_name` once training reaches optimizer update `update` (as Ctrl-C would)."""
+
+    def __init__(self, serialization_dir: str, update: int, signal_name: str = "SIGINT") -> None:
+        super().__init__(serialization_dir)
+        self.update, self.signal_name = update, signal_name
+
+    def on_step_end(self, event: TrainerEvent) -> None:
+        if event.state.global_step == self.update:
+            os.kill(os.getpid(), getattr(signal, self.signal_name))
+
+
+@TrainerCallback.register("test_raise_at_update")
+class RaiseAtUpdate(TrainerCallback):
+    """Raises once training reaches optimizer update `update` (a bug in a user's component)."""
+
+    def __init__(self, serialization_dir: str, update: int) -> None:
+        super().__init__(serialization_dir)
+        self.update = update
+
+    def on_step_end(self, event: TrainerEvent) -> None:
+        if event.state.global_step == self.update:
+            raise RuntimeError("a bug in a callback")
+
+
+def _interrupted(tmp_path: Path, config: Dict[str, Any]) -> Path:
+    config_file = tmp_path / "config.json"
+    config_file.write_text(json.dumps(config))
+    directory = tmp_path / "run"
+    assert run(["train", str(config_file), "-s", str(directory)]) != 0
+    assert not (directory / "metrics.json").exists()
     return directory
 
 
@@ -102,6 +141,28 @@ def test_mlflow_logs_the_config_metrics_and_archive_and_resume_continues_the_run
     assert len(client.search_runs([resumed.info.experiment_id])) == 1
 
 
+@pytest.mark.slow  # two training runs
+def test_an_interrupted_mlflow_run_is_killed_not_failed_and_resume_finishes_it(tiny_data, tmp_path):
+    pytest.importorskip("mlflow")
+    config = tiny_config(tiny_data, num_epochs=2, callbacks=["mlflow", {"type": "test_signal_at_update", "update": 5}])
+    directory = _interrupted(tmp_path, config)
+    _, logged, _ = _mlflow_history(directory)
+    assert logged.info.status == "KILLED"  # MLflow's status for a run its user stopped; -r continues it
+
+    _train(tmp_path, config, "-r")  # resumes after update 5: the signal is not sent again
+    _, resumed, history = _mlflow_history(directory)
+    assert resumed.info.run_id == logged.info.run_id and resumed.info.status == "FINISHED"
+    assert [step for step, _ in history["validation/accuracy"]] == [12, 24]
+
+
+def test_a_failed_mlflow_run_is_failed(tiny_data, tmp_path):
+    pytest.importorskip("mlflow")
+    config = tiny_config(tiny_data, num_epochs=2, callbacks=["mlflow", {"type": "test_raise_at_update", "update": 15}])
+    directory = _interrupted(tmp_path, config)
+    _, logged, _ = _mlflow_history(directory)
+    assert logged.info.status == "FAILED"
+
+
 @pytest.mark.slow  # creating MLflow's SQLite store takes seconds
 def test_a_resumed_mlflow_run_does_not_log_replayed_steps_twice(tmp_path):
     pytest.importorskip("mlflow")
@@ -159,6 +220,16 @@ def test_wandb_logs_offline_and_resume_continues_the_same_run(tiny_data, tmp_pat
     assert first == run_file and resumed["run_id"] == run_id and resumed["exit_code"] == 0
     assert [row["_step"] for row in resumed["history"] if "validation/accuracy" in row] == [36]
     assert [row["_step"] for row in resumed["history"] if "train/loss" in row] == [30]
+
+
+@pytest.mark.parametrize("signal_name, exit_code", [("SIGINT", 130), ("SIGTERM", 143)])
+def test_an_interrupted_wandb_run_ends_with_the_signal_s_exit_code(tiny_data, tmp_path, signal_name, exit_code):
+    pytest.importorskip("wandb")
+    config = tiny_config(tiny_data, num_epochs=2,
+                         callbacks=["wandb", {"type": "test_signal_at_update", "update": 5, "signal_name": signal_name}])
+    directory = _interrupted(tmp_path, config)
+    [run_file] = _wandb_run_files(directory)
+    assert read_offline_run(run_file)["exit_code"] == exit_code  # as a shell reports a process the signal ended
 
 
 def test_an_unknown_wandb_mode_is_a_config_error(tmp_path):

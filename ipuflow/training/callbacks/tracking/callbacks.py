@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Mapping, Optional
 from ipuflow.config import ConfigurationError
 from ipuflow.training.callbacks.callback import TrainerCallback
 from ipuflow.training.callbacks.tracking.mlflow_run import MlflowRun
-from ipuflow.training.callbacks.tracking.tracked_run import TrackedRun
+from ipuflow.training.callbacks.tracking.tracked_run import RunEnd, TrackedRun
 from ipuflow.training.callbacks.tracking.wandb_run import WandbRun
 from ipuflow.training.events import TrainerEvent
 
@@ -73,14 +73,14 @@ class TrackingCallback(TrainerCallback):
             atexit.register(self._close_at_exit)
         return run
 
-    def _close(self, failed: bool) -> None:
+    def _close(self, end: RunEnd) -> None:
         if self._run is not None and self._run.is_open:
-            self._run.close(failed)
+            self._run.close(end)
             atexit.unregister(self._close_at_exit)
 
     def _close_at_exit(self) -> None:
         """A run trained from Python and never archived still ends as finished."""
-        self._close(failed=False)
+        self._close(RunEnd())
 
     def _log(self, event: TrainerEvent, prefix: str, values: Optional[Mapping[str, Any]]) -> None:
         if values and self.is_primary:
@@ -112,7 +112,7 @@ class TrackingCallback(TrainerCallback):
 
     def on_train_end(self, event: TrainerEvent) -> None:
         if event.error is not None:
-            self._close(failed=True)
+            self._close(RunEnd(event.error))
         elif self._run is not None and self._run.is_open:
             self._run.write_record()  # the run stays open for the test metrics and the archive
 
@@ -124,7 +124,7 @@ class TrackingCallback(TrainerCallback):
         test = {f"test/{key[len('test_'):]}": value for key, value in metrics.items() if key.startswith("test_")}
         run.log_metrics({key: value for key, value in test.items() if key not in run.logged_steps}, step)
         run.log_file(archive)
-        self._close(failed=False)
+        self._close(RunEnd())
 
 
 @TrainerCallback.register("mlflow")

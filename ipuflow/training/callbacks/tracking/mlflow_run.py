@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional
 
 from ipuflow.config import ConfigurationError, Params
-from ipuflow.training.callbacks.tracking.tracked_run import TrackedRun
+from ipuflow.training.callbacks.tracking.tracked_run import RunEnd, TrackedRun
 
 MLFLOW_DIR = "mlflow"
 TRACKING_URI_ENV = "MLFLOW_TRACKING_URI"
@@ -99,8 +99,10 @@ class MlflowRun(TrackedRun):
     def log_file(self, path: Path) -> None:
         self._client.log_artifact(self.run_id, str(path))
 
-    def finish(self, failed: bool) -> None:
-        self._client.set_terminated(self.run_id, status="FAILED" if failed else "FINISHED")
+    def finish(self, end: RunEnd) -> None:
+        # KILLED is MLflow's status for a run its user stopped; ipuflow's is checkpointed, and -r reopens it.
+        status = "FAILED" if end.failed else "KILLED" if end.signal is not None else "FINISHED"
+        self._client.set_terminated(self.run_id, status=status)
 
     def steps_in_tracker(self) -> Dict[str, int]:
         run = self._client.get_run(self.run_id)

@@ -6,13 +6,43 @@ from __future__ import annotations
 import json
 import logging
 import math
+import signal
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Mapping, Optional
 
 from ipuflow.storage import write_json_atomically
+from ipuflow.training.interruption import TrainingInterrupted
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RunEnd:
+    """How training ended for a tracked run: finished (`error` None), stopped by a signal (Ctrl-C,
+    SIGTERM: the run is checkpointed and `-r` continues it) or failed (any other error)."""
+
+    error: Optional[BaseException] = None
+
+    @property
+    def signal(self) -> Optional[signal.Signals]:
+        """The signal that stopped training, if one did."""
+        if isinstance(self.error, KeyboardInterrupt):
+            return signal.SIGINT
+        name = self.error.signal_name if isinstance(self.error, TrainingInterrupted) else None
+        return signal.Signals[name] if name is not None and name in signal.Signals.__members__ else None
+
+    @property
+    def failed(self) -> bool:
+        """An error other than a signal ended training."""
+        return self.error is not None and self.signal is None
+
+    @property
+    def exit_code(self) -> int:
+        """As a shell reports the process: 0, 128 + the signal's number, or 1."""
+        stopped_by = self.signal
+        return 0 if self.error is None else 128 + int(stopped_by) if stopped_by is not None else 1
 
 
 class TrackedRun(ABC):
@@ -89,13 +119,13 @@ class TrackedRun(ABC):
         for key in numbers:
             self.logged_steps[key] = step
 
-    def close(self, failed: bool = False) -> None:
-        """Record the steps logged, then end the run (as failed when training raised)."""
+    def close(self, end: RunEnd = RunEnd()) -> None:
+        """Record the steps logged, then end the run as `end` says."""
         if not self.is_open:
             return
         self.write_record()
         self.is_open = False
-        self.finish(failed)
+        self.finish(end)
 
     # -- what each tracker implements -------------------------------------------------------
 
@@ -116,8 +146,8 @@ class TrackedRun(ABC):
         """Attach a file (the model archive) to the run."""
 
     @abstractmethod
-    def finish(self, failed: bool) -> None:
-        """End the run."""
+    def finish(self, end: RunEnd) -> None:
+        """End the run in the tracker's terms for `end`."""
 
     def steps_in_tracker(self) -> Dict[str, int]:
         """The last step of each metric as the tracker itself knows it (when it can be asked)."""

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional
 
 from ipuflow.config import ConfigurationError
-from ipuflow.training.callbacks.tracking.tracked_run import TrackedRun
+from ipuflow.training.callbacks.tracking.tracked_run import RunEnd, TrackedRun
 
 MODE_ENV = "WANDB_MODE"
 
@@ -65,8 +65,8 @@ class WandbRun(TrackedRun):
         artifact.add_file(str(path), policy="immutable")
         self._run.log_artifact(artifact)
 
-    def finish(self, failed: bool) -> None:
-        self._run.finish(exit_code=1 if failed else 0)
+    def finish(self, end: RunEnd) -> None:
+        self._run.finish(exit_code=end.exit_code)
         self._run = None
 
     def record_fields(self) -> Dict[str, Any]:
