@@ -11,7 +11,9 @@ import torch
 
 from ipuflow.config import ConfigurationError, Params
 from ipuflow.distributed.data_parallel import require_sharding
-from ipuflow.distributed.process_group import DistributedContext, choose_backend, launched_by_torchrun, start, stop
+from ipuflow.distributed.process_group import (
+    DistributedContext, choose_backend, launched_by_torchrun, refuse_fixed_cuda_device, start, stop,
+)
 from ipuflow.distributed.replicas import REPLICATION_KEYS, resolve_replication_factor
 
 
@@ -47,11 +49,7 @@ def check_config_for_launch(params: Params, world_size: int) -> Dict[str, Any]:
                 "a full copy of the weights on every rank, which sharding avoids."
             )
     device = block.get("device", "auto")
-    if isinstance(device, str) and device.startswith("cuda:"):
-        raise ConfigurationError(
-            f"trainer.executor.device: {device!r} would put every rank on the same GPU; under torchrun each rank uses "
-            "cuda:LOCAL_RANK: give 'auto' or 'cuda'."
-        )
+    refuse_fixed_cuda_device(device)
     choose_backend(block.get("distributed_backend", "auto"), _uses_cuda(device))
     return block
 

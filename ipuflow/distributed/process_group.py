@@ -134,15 +134,20 @@ def stop(completed: bool = True) -> None:
         dist.destroy_process_group()
 
 
-def rank_device(device: str, context: DistributedContext) -> torch.device:
-    """The device of this rank for the executor's `device` option: nccl ranks use ``cuda:LOCAL_RANK``
-    (for ``auto`` and ``cuda``; a fixed ``cuda:N`` would put every rank on one GPU, so it is refused);
-    gloo ranks use the CPU unless the option asks for CUDA."""
+def refuse_fixed_cuda_device(device: object) -> None:
+    """A ConfigurationError for a fixed ``cuda:N`` device under torchrun (every rank would share one GPU)."""
     if isinstance(device, str) and device.startswith("cuda:"):
         raise ConfigurationError(
             f"trainer.executor.device: {device!r} would put every rank on the same GPU; under torchrun each rank "
             "uses cuda:LOCAL_RANK: give 'auto' or 'cuda'."
         )
+
+
+def rank_device(device: str, context: DistributedContext) -> torch.device:
+    """The device of this rank for the executor's `device` option: nccl ranks use ``cuda:LOCAL_RANK``
+    (for ``auto`` and ``cuda``; a fixed ``cuda:N`` would put every rank on one GPU, so it is refused);
+    gloo ranks use the CPU unless the option asks for CUDA."""
+    refuse_fixed_cuda_device(device)
     if context.backend == "nccl":
         return context.device
     if device == "cuda" or (device == "auto" and torch.cuda.is_available()):

@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any, Dict, FrozenSet, Iterator, List, Mapping,
 import torch
 
 from ipuflow import distributed
-from ipuflow.config import ConfigurationError
+from ipuflow.config import ConfigurationError, validators
 from ipuflow.distributed.data_parallel import SHARDED_MARK, ReplicaGroup, mean_over_ranks, require_sharding, update_contexts
-from ipuflow.distributed.process_group import rank_device
+from ipuflow.distributed.process_group import BACKENDS, rank_device
 from ipuflow.distributed.replicas import replicated_options
 from ipuflow.execution.executor import COMPILE_IGNORED_WARNING, Batch, StepExecutor, StepResult, require_optimizer_for
 from ipuflow.execution.input_spec import InputSpec
@@ -118,12 +118,11 @@ class NativeExecutor(StepExecutor):
         if context is not None:
             options = replicated_options(options, context.world_size)
             if sharding == "fsdp" and options.get("auto_loss_scaling"):
-                raise ConfigurationError("executor.auto_loss_scaling is not available with sharding 'fsdp': each rank holds "
-                                         "only a shard of the gradients, whose overflow checks would disagree; use a static "
-                                         "loss_scaling, or bf16 (no scaling needed).")
+                raise ConfigurationError(
+                    "not available with sharding 'fsdp': each rank holds only a shard of the gradients, whose overflow "
+                    "checks would disagree; use a static loss_scaling, or bf16 (no scaling needed)", key="auto_loss_scaling")
         super().__init__(model, optimizer, **options)
-        if not isinstance(distributed_backend, str):
-            raise ConfigurationError(f"executor.distributed_backend: expected 'auto', 'gloo' or 'nccl', found {distributed_backend!r}.")
+        validators.choice("distributed_backend", distributed_backend, BACKENDS)  # also checked in one process: a typo shows before torchrun
         require_sharding(sharding)
         if not isinstance(compile, (bool, dict)):
             raise ConfigurationError(key="compile", expected="true, false or a dict of torch.compile options", found=compile)

@@ -42,6 +42,10 @@ CASES = [
      "trainer.learning_rate_scheduler.schedulers.0.1.t_initial: expected an int >= 1, found"),
     ({"trainer.checkpointer": {"keep_most_recent_by_count": -1}},
      "trainer.checkpointer.keep_most_recent_by_count: expected an int >= 0 or null, found"),
+    # distributed options are checked in a single-process run too, not only under torchrun
+    ({"trainer.executor.distributed_backend": "ncl"},
+     "trainer.executor.distributed_backend: expected one of 'auto', 'gloo', 'nccl', found"),
+    ({"trainer.executor.find_unused_parameters": "yes"}, "trainer.executor.find_unused_parameters: expected"),
     # the trainer's own keys, aliases of executor keys named by the spelling the config used
     ({"trainer.num_epochs": 0}, "trainer.num_epochs: expected an int >= 1, found"),
     ({"trainer.log_interval": 0.5}, "trainer.log_interval: expected an int"),
