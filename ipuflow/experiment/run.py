@@ -47,11 +47,9 @@ def train_model_from_file(
     include_packages(include_package)
     if compile_only:
         refuse_under_torchrun("ipuflow train --compile-only")
-    if dry_run:
-        refuse_under_torchrun("ipuflow train --dry-run")
-    if compile_only:
         return compile_model(params, file_friendly_logging)
     if dry_run:
+        refuse_under_torchrun("ipuflow train --dry-run")
         from ipuflow.experiment.dry_run import dry_run as check_by_dry_run
 
         return check_by_dry_run(params, Path(serialization_dir), file_friendly_logging)
