@@ -18,7 +18,7 @@ PACKAGE_ROOT = pathlib.Path(ipuflow.__file__).parent
 LAYERS: List[Set[str]] = [
     {"version", "storage"},
     {"config", "__init__"},
-    {"plugins"},
+    {"plugins", "torch_features"},
     {"distributed"},
     {"data"},
     {"metrics", "execution"},

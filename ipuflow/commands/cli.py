@@ -57,6 +57,8 @@ class _LazyGroup(click.Group):
         "predict": ("ipuflow.commands.predict", "predict", "Run an archived model on JSON-lines inputs."),
         "tune": ("ipuflow.commands.tune", "tune", "Search hyperparameters with optuna, one training run per trial."),
         "export": ("ipuflow.commands.export", "export", "Export an archived model to ONNX and check it against PyTorch."),
+        "export-pretrained": ("ipuflow.commands.export_pretrained", "export_pretrained",
+                              "Write an archived transformers model as a save_pretrained directory."),
         "components": ("ipuflow.commands.components", "components", "List registered components and their config keys."),
         "cache": ("ipuflow.commands.cache", "cache", "List or clean the data cache of tokenized datasets."),
     }
@@ -95,7 +97,9 @@ def report_error(message: str, exit_code: int) -> int:
     width = min(100, max(60, shutil.get_terminal_size((100, 24)).columns))
     from ipuflow.distributed.rank_output import error_prefix
 
-    paragraph = textwrap.fill(error_prefix() + " ".join(message.split()), width=width, subsequent_indent="  ")
+    # Never break inside a word: a path or a command in the message must survive copy and paste.
+    paragraph = textwrap.fill(error_prefix() + " ".join(message.split()), width=width, subsequent_indent="  ",
+                              break_on_hyphens=False, break_long_words=False)
     click.echo(f"ipuflow: error: {paragraph}", err=True)
     return exit_code
 

@@ -11,20 +11,7 @@ import click
 
 from ipuflow.commands.cli import debug_option, include_package_option
 from ipuflow.config.errors import ConfigurationError, closest_match
-
-# Arguments that ipuflow passes in while building, per base class name ("*": every base). They are
-# listed as injected rather than as config keys. The table is per base because one name can be a
-# config key in one place and injected in another (`model` is a key of the top-level config but is
-# passed to the trainer; `num_epochs` is a key of the trainer but is passed to schedulers).
-INJECTED_ARGUMENTS: Dict[str, Tuple[str, ...]] = {
-    "*": ("serialization_dir", "vocab", "instances", "model_parameters"),
-    "Trainer": ("model", "data_loader", "validation_data_loader"),
-    "LearningRateScheduler": ("optimizer", "num_epochs", "num_steps_per_epoch"),
-    "MomentumScheduler": ("optimizer", "num_epochs", "num_steps_per_epoch"),
-    "StepExecutor": ("model", "optimizer", "training"),
-    "MovingAverage": ("parameters",),
-    "Predictor": ("model", "dataset_reader"),
-}
+from ipuflow.config.injected import INJECTED_ARGUMENTS
 
 # Short names people type for a family, besides its class name in either case style.
 BASE_ALIASES: Dict[str, str] = {

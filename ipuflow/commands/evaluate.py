@@ -46,40 +46,39 @@ def evaluate_loaded_archive(archive: Any, input_paths: List[str], batch_size: Op
 
 def _evaluate(archive: Any, input_paths: List[str], batch_size: Optional[int], device: Optional[str],
               executor_type: Optional[str], onnx_model: Optional[str], keep_predictions: bool) -> Tuple[Dict[str, Any], List[str]]:
-    import torch
-
-    from ipuflow.config import Params
-    from ipuflow.evaluation.evaluator import evaluate, split_rows
+    from ipuflow.config import ConfigurationError, Params
+    from ipuflow.evaluation.evaluator import split_rows
+    from ipuflow.evaluation.example_scoring import ExampleScoring, evaluate_examples
     from ipuflow.evaluation.inference import inference_executor_from_config, loader_from_config
     from ipuflow.evaluation.postprocessor import Postprocessor
 
     model, config = archive.model, archive.config
     executor = inference_executor_from_config(config, model, device, executor_type, onnx_model)
     postprocessor_params = config.get("postprocessor")
-    postprocessor = Postprocessor.from_params(postprocessor_params, vocab=archive.vocab) if isinstance(postprocessor_params, Params) else None
+    postprocessor = (Postprocessor.from_params(postprocessor_params.duplicate(), vocab=archive.vocab)
+                     if isinstance(postprocessor_params, Params) else None)
     all_metrics: Dict[str, Any] = {}
     lines: List[str] = []
     for path in input_paths:
         # Read in batches into a (cached) columnar dataset, as training reads; metadata only for a postprocessor.
         dataset = archive.validation_dataset_reader.read_columnar(path, metadata=postprocessor is not None)
+        if not len(dataset):
+            raise ConfigurationError(f"{path} holds no instances: there is nothing to evaluate.")
         loader = loader_from_config(config, dataset.indexed(archive.vocab), batch_size)
         executor.prepare(loader)
-        outputs: List[Dict[str, Any]] = []
-
-        def collect(batch_outputs: Any, batch: Any) -> None:
-            readable = model.make_output_human_readable(dict(batch_outputs))
-            outputs.extend(split_rows(readable, next(iter(batch.values())).shape[0]))
-
-        keep_outputs = keep_predictions or postprocessor is not None
-        with torch.no_grad():
-            metrics = evaluate(model, executor, loader, on_outputs=collect if keep_outputs else None)
-        outputs = outputs[: len(dataset)]  # the rest padded the last combined batch
         if postprocessor is not None:
-            instances = dataset.instances()
-            predictions = postprocessor(outputs, instances)
-            metrics.update(postprocessor.metrics(predictions, instances))
+            examples = ExampleScoring(postprocessor, dataset.instances(), model)
+            metrics = evaluate_examples(model, executor, loader, examples)
+            predictions = examples.predictions
         else:
-            predictions = outputs
+            outputs: List[Dict[str, Any]] = []
+
+            def keep(batch_outputs: Any, batch: Any) -> None:
+                readable = model.make_output_human_readable(dict(batch_outputs))
+                outputs.extend(split_rows(readable, next(iter(batch.values())).shape[0]))
+
+            metrics = evaluate_examples(model, executor, loader, on_outputs=keep if keep_predictions else None)
+            predictions = outputs[: len(dataset)]  # the rest padded the last combined batch
         if keep_predictions:
             from ipuflow.predictors.predictor import to_jsonable
 
@@ -113,6 +112,7 @@ def evaluate(archive: str, input_paths: str, output_file: Optional[str], predict
     from ipuflow.experiment.archival import load_archive
     from ipuflow.plugins import include_packages
     from ipuflow.experiment.serialization_dir import configure_logging
+    from ipuflow.predictors.predictor import to_jsonable
     from ipuflow.storage import write_json_atomically
 
     configure_logging()
@@ -121,6 +121,7 @@ def evaluate(archive: str, input_paths: str, output_file: Optional[str], predict
     loaded = load_archive(archive, overrides=overrides, weights_file=weights_file)
     metrics = evaluate_loaded_archive(loaded, paths, batch_size, device, predictions_output_file,
                                       executor_type, onnx_model)
-    click.echo(json.dumps(metrics, indent=2))
+    printable = to_jsonable(metrics)  # a NaN metric (e.g. the loss of NaN weights) as null: bare NaN is not JSON
+    click.echo(json.dumps(printable, indent=2, allow_nan=False))
     if output_file:
-        write_json_atomically(Path(output_file), metrics)
+        write_json_atomically(Path(output_file), printable)

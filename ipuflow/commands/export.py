@@ -27,11 +27,18 @@ from ipuflow.commands.cli import EXIT_RUNTIME_ERROR, debug_option, include_packa
 @click.option("--exporter", type=click.Choice(["auto", "dynamo", "torchscript"]), default="auto", show_default=True,
               help="torch.onnx's torch.export-based exporter (dynamo), the TorchScript-based one, or dynamo with "
                    "TorchScript as the fallback when dynamo fails to convert or fails the parity check (auto).")
+@click.option("--optimize", type=click.Choice(["auto", "on", "off"]), default="auto", show_default=True,
+              is_flag=False, flag_value="on",
+              help="ONNX Runtime's transformer fusions (attention, LayerNorm, GELU of BERT-family graphs): auto "
+                   "applies them where the graph has such subgraphs and the fused file passes the parity check; "
+                   "on (also plain --optimize) requires the fused file to pass it; off exports the plain graph.")
 @click.option("--weights-file", type=click.Path(dir_okay=False), help="Weights to use instead of the archive's.")
+@click.option("--overrides", default="", metavar="JSON", help="Edits to the archived config.")
 @include_package_option
 @debug_option
 def export(archive: str, output: str, dynamic: bool, opset: int, batch_size: Optional[int], input_path: Optional[str],
-           tolerance: float, samples: int, exporter: str, weights_file: Optional[str], include_package: Tuple[str, ...]) -> int:
+           tolerance: float, samples: int, exporter: str, optimize: str, weights_file: Optional[str], overrides: str,
+           include_package: Tuple[str, ...]) -> int:
     """Export the model in ARCHIVE (model.tar.gz or a run directory) to ONNX and check it against PyTorch.
 
     The graph takes the batch keys the archived loader produces (tokens, masks, and labels, which
@@ -51,11 +58,12 @@ def export(archive: str, output: str, dynamic: bool, opset: int, batch_size: Opt
     try:
         report = export_archive(archive, output, dynamic=dynamic, opset=opset, batch_size=batch_size,
                                 input_path=input_path, tolerance=tolerance, samples=samples, weights_file=weights_file,
-                                exporter=exporter)
+                                exporter=exporter, optimize=optimize, overrides=overrides)
     except (ExportError, ParityError) as error:
         return report_error(str(error), EXIT_RUNTIME_ERROR)
     click.echo(json.dumps(report.summary(), indent=2))
     worst = max(report.max_abs_diff.values(), default=0.0)
     click.echo(f"Exported {output} (opset {opset}, {report.record.exporter} exporter); parity with PyTorch on {report.checked_batches} batches: "
-               f"max abs diff {worst:.3g} <= {tolerance:g}.")
+               f"max abs diff {worst:.3g} <= {tolerance:g}"
+               + (f"; ONNX Runtime's transformer fusions: {report.fusions}." if report.fusions else "."))
     return 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 import click
 
@@ -22,6 +22,21 @@ def parse_ext_vars(pairs: Tuple[str, ...]) -> Dict[str, str]:
     return variables
 
 
+def saved_config_of(serialization_dir: str, recover: bool) -> str:
+    """The config a run saved, which `-r` without CONFIG continues with."""
+    from ipuflow.config import ConfigurationError
+    from ipuflow.experiment.serialization_dir import CONFIG_NAME
+
+    if not recover:
+        raise click.UsageError("CONFIG is needed to start a run; only -r can leave it out (it continues with "
+                               f"DIR/{CONFIG_NAME}, the config the run saved).")
+    saved = os.path.join(serialization_dir, CONFIG_NAME)
+    if not os.path.isfile(saved):
+        raise ConfigurationError(f"-r without CONFIG continues with {saved}, but there is no such file, so "
+                                 f"{serialization_dir} holds no run to recover. Give the config file to start one.")
+    return saved
+
+
 def refuse_with_compile_only(**flags: bool) -> None:
     """--compile-only writes nothing to DIR, so the flags about DIR's run make no sense with it."""
     given = [f"--{name.replace('_', '-')}" for name, value in flags.items() if value]
@@ -31,22 +46,26 @@ def refuse_with_compile_only(**flags: bool) -> None:
 
 
 def report_compiled(report: Dict[str, Any], serialization_dir: str) -> None:
-    """Print what --compile-only compiled, one line per loader, then the report as JSON."""
+    """Print what --compile-only compiled, one line per loader on stderr, then the report as JSON on
+    stdout (alone there, so that it can be piped into `jq`)."""
     for entry in report["compiled"]:
         shapes = "; ".join(", ".join(f"{key} {shape}" for key, shape in sample.items()) for sample in entry["input_shapes"])
         click.echo(f"Compiled for the {entry['loader']} loader ({entry['mode']}, {len(entry['input_shapes'])} input "
-                   f"shape(s): {shapes or 'none'}): {entry['compiled']} [{entry['seconds']}s]")
-    click.echo(f"Compile only: nothing was trained; {serialization_dir} was not touched.")
+                   f"shape(s): {shapes or 'none'}): {entry['compiled']} [{entry['seconds']}s]", err=True)
+    click.echo(f"Compile only: nothing was trained; {serialization_dir} was not touched.", err=True)
     click.echo(json.dumps(report, indent=2))
 
 
 @click.command("train")
-@click.argument("config_file", metavar="CONFIG")
+@click.argument("config_file", metavar="[CONFIG]", required=False)
 @click.option("-s", "--serialization-dir", required=True, metavar="DIR",
               help="Directory for checkpoints, logs, metrics and the model archive.")
 @click.option("-r", "--recover", is_flag=True,
               help="Continue the run in DIR from its latest checkpoint, or finish it (test evaluation, archive); "
                    "the config must be the same, except a raised trainer.num_epochs or trainer.max_steps.")
+@click.option("--from-checkpoint", metavar="PATH",
+              help="With -r: resume from this checkpoint of DIR (e.g. DIR/model_state_e2_b0.safetensors) instead of "
+                   "the newest; what the run wrote after it is moved into DIR/superseded_N/.")
 @click.option("-f", "--force", is_flag=True, help="Delete DIR's contents and start over.")
 @click.option("-o", "--overrides", multiple=True, metavar="JSON",
               help='Jsonnet/JSON object of edits merged into the config, e.g. \'{"trainer.num_epochs": 3}\' '
@@ -60,10 +79,13 @@ def report_compiled(report: Dict[str, Any], serialization_dir: str) -> None:
 @click.option("--no-cache", is_flag=True, help="Read and tokenize the data afresh instead of from the data cache.")
 @include_package_option
 @debug_option
-def train(config_file: str, serialization_dir: str, recover: bool, force: bool, overrides: Tuple[str, ...], dry_run: bool,
+def train(config_file: Optional[str], serialization_dir: str, recover: bool, force: bool, overrides: Tuple[str, ...], dry_run: bool,
           compile_only: bool, file_friendly_logging: bool, ext_var: Tuple[str, ...],
-          include_package: Tuple[str, ...], no_cache: bool = False) -> int:
-    """Train the experiment in CONFIG (.jsonnet, .json or .yaml), writing everything to DIR."""
+          include_package: Tuple[str, ...], no_cache: bool = False, from_checkpoint: Optional[str] = None) -> int:
+    """Train the experiment in CONFIG (.jsonnet, .json or .yaml), writing everything to DIR.
+
+    With -r, CONFIG may be left out: the run continues with the config it saved (DIR/config.json).
+    """
     if no_cache:
         from ipuflow.data.columnar.cache import NO_CACHE_ENV
 
@@ -76,11 +98,12 @@ def train(config_file: str, serialization_dir: str, recover: bool, force: bool, 
 
     if compile_only:
         refuse_with_compile_only(dry_run=dry_run, recover=recover, force=force)
+    config_file = config_file or saved_config_of(serialization_dir, recover)
     try:
         result = train_model_from_file(
             config_file, serialization_dir, overrides=overrides, recover=recover, force=force, dry_run=dry_run,
             include_package=include_package, ext_vars=parse_ext_vars(ext_var),
-            file_friendly_logging=file_friendly_logging, compile_only=compile_only,
+            file_friendly_logging=file_friendly_logging, compile_only=compile_only, from_checkpoint=from_checkpoint,
         )
     except (TrainingInterrupted, RunDirectoryLocked, CheckpointsUnreadable) as stopped:
         # Each says what happened and what to do next in one paragraph: no exception name, no traceback.

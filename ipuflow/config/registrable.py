@@ -74,6 +74,12 @@ class Registrable(FromParams):
         if "." in name:
             return cls._class_from_path(name), None
         available = cls.list_available()
+        from ipuflow.config.allennlp_names import allennlp_type_advice
+
+        advice = allennlp_type_advice(cls, name)
+        if advice is not None:
+            raise ConfigurationError(f"{name!r} is not a registered name for {cls.__name__}: {advice} "
+                                     f"Registered names: {', '.join(available) or '(none)'}.")
         raise ConfigurationError(
             f"{name!r} is not a registered name for {cls.__name__}.{did_you_mean(name, available)} "
             f"Registered names: {', '.join(available) or '(none)'}. {_INCLUDE_PACKAGE_ADVICE}"

@@ -73,6 +73,13 @@ class DataLoader(Registrable):
             "needs; use the fixed_shape data loader."
         )
 
+    def instance_indices(self) -> Iterator[numpy.ndarray]:
+        """For each combined batch of the current epoch, in order, the indices (into the loader's
+        instances) of the real rows it yields, which come first in the batch: what maps outputs back
+        to instances (under torchrun, this replica's rows only)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot say which instances its batches hold, which "
+                                  "post-processing needs; use the fixed_shape data loader.")
+
     def with_instances(self, instances: Sequence[Mapping[str, Any]]) -> "DataLoader":
         """A loader with these settings (batch-size factor included) over other instances.
 
@@ -275,6 +282,14 @@ class FixedShapeDataLoader(DataLoader):
                     stacklevel=3,
                 )
         return batches
+
+    def instance_indices(self) -> Iterator[numpy.ndarray]:
+        """For each combined batch of the current epoch, in order, the indices (into the loader's
+        instances) of the real rows it yields, which come first in the batch: what maps outputs back
+        to instances (under torchrun, this replica's rows only)."""
+        rows = self.combined_batch_size
+        for indices in self._batches():
+            yield self._replica_rows(indices, rows)[0]
 
     def iter_from(self, start: int) -> Iterator[Batch]:
         """The combined batches of the current epoch from batch `start` on (for mid-epoch resume)."""

@@ -7,21 +7,48 @@ from a directory inside an installed Python package, written `package://<package
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
+from contextvars import ContextVar
 from pathlib import Path
 from types import ModuleType
+from typing import Dict, Iterator
 
 from ipuflow.config import ConfigurationError
 
 PACKAGE_SCHEME = "package://"
+
+_ARCHIVED: ContextVar[Dict[str, Path]] = ContextVar("archived_pretrained", default={})
+"""While an archive is loaded: each pretrained name its config uses → the copy of that model's
+config and tokenizer inside the archive (without weights: the archive's own weights replace them)."""
+
+
+@contextlib.contextmanager
+def archived_pretrained(copies: Dict[str, Path]) -> Iterator[None]:
+    """Within the block, `resolve_local_pretrained(name)` gives `copies[name]` where it has one,
+    so that a model archive does not depend on paths of the machine that trained it."""
+    token = _ARCHIVED.set({**_ARCHIVED.get(), **copies})
+    try:
+        yield
+    finally:
+        _ARCHIVED.reset(token)
+
+
+def is_archived_copy(name: str) -> bool:
+    """Whether `name` resolves to an archive's copy (config and tokenizer, no weights)."""
+    return name in _ARCHIVED.get()
 
 
 def resolve_local_pretrained(name: str, key: str) -> Path:
     """The local directory that `name` (a path or `package://pkg/dir`) points to.
 
     `key` is the config key that holds `name` (relative to the caller's section), for the error.
+    Inside `archived_pretrained`, the archive's copy of `name` wins.
     """
+    copy = _ARCHIVED.get().get(name)
+    if copy is not None:
+        return copy
     if name.startswith(PACKAGE_SCHEME):
         package, _, inner = name[len(PACKAGE_SCHEME) :].partition("/")
         if not package.isidentifier():

@@ -32,19 +32,25 @@ def with_rank_states(training_state: Dict[str, Any]) -> Dict[str, Any]:
     return {**training_state, RANKS_KEY: gathered}
 
 
+def _processes(count: int) -> str:
+    return "one process" if count == 1 else f"{count} processes (ranks)"
+
+
 def adopt_own_rank_state(training_state: Dict[str, Any]) -> Dict[str, Any]:
     """A loaded training state with this rank's own part in place of rank 0's. A checkpoint
     written by another number of ranks is refused: the replicas would not continue as they were."""
     ranks = training_state.get(RANKS_KEY)
     context = current()
-    if context is None:
-        return training_state
-    if ranks is None or len(ranks) != context.world_size:
-        written = "one process" if ranks is None else f"{len(ranks)} ranks"
+    world_size = 1 if context is None else context.world_size
+    written = 1 if ranks is None else len(ranks)
+    if written != world_size:
+        # Either way the replicas' random streams and data shards would not continue as they were.
         raise ConfigurationError(
-            f"The checkpoint was written by {written}, and this run has {context.world_size} ranks: resume a run with "
-            "as many processes as it was started with."
+            f"The checkpoint was written by {_processes(written)}, and this run has {_processes(world_size)}: resume "
+            "a run with as many processes as it was started with (torchrun --nproc-per-node), or start a new run."
         )
+    if context is None or ranks is None:
+        return training_state  # one process, then and now
     own = ranks[context.rank]
     state = {**training_state, **{key: own[key] for key in PER_RANK_KEYS}}
     if isinstance(state.get("executor"), dict):

@@ -19,6 +19,7 @@ import torch
 
 from ipuflow.config import ConfigurationError
 from ipuflow.distributed.process_group import DistributedContext
+from ipuflow.torch_features import FSDP2, require_torch
 
 SHARDINGS = (None, "ddp", "fsdp")
 SHARDED_MARK = "_ipuflow_fsdp"
@@ -32,6 +33,8 @@ def require_sharding(sharding: Optional[str]) -> Optional[str]:
             f"trainer.executor.sharding: expected null or 'ddp' (replicate the model on every rank) or 'fsdp' "
             f"(shard parameters, gradients and optimizer state across ranks with FSDP2), found {sharding!r}."
         )
+    if sharding == "fsdp":
+        require_torch(FSDP2, "sharding 'fsdp' (FSDP2's fully_shard)", path="trainer.executor.sharding")
     return sharding
 
 

@@ -4,6 +4,7 @@ the group, and the rank facts (rank, world size, device) everything else asks fo
 from __future__ import annotations
 
 import datetime
+import gc
 import os
 from dataclasses import dataclass
 from typing import Optional
@@ -110,11 +111,25 @@ def start(backend: str, uses_cuda: bool) -> DistributedContext:
             )
         device = torch.device("cuda", local_rank)
         torch.cuda.set_device(device)
+    _bind_collective_defaults_before_the_group_exists()
     dist.init_process_group(backend=chosen, timeout=_timeout(), device_id=device if chosen == "nccl" else None)
     _current = DistributedContext(
         rank=dist.get_rank(), world_size=dist.get_world_size(), local_rank=local_rank, backend=chosen, device=device,
     )
     return _current
+
+
+def _bind_collective_defaults_before_the_group_exists() -> None:
+    """Import `torch.distributed.nn.functional` while there is no default group yet.
+
+    Its functions take ``group=group.WORLD`` as a default argument, evaluated on import. Imported
+    after `init_process_group` (training imports `torch._dynamo` lazily, which imports FSDP and
+    through it this module), they would hold the group for good: `destroy_process_group` could then not free it, gloo's
+    worker threads would outlive the command, and one freeing a finished collective's tensors
+    while the interpreter finalizes aborts the rank after a complete run ("terminate called
+    without an active exception").
+    """
+    import torch.distributed.nn.functional  # noqa: F401
 
 
 def stop(completed: bool = True) -> None:
@@ -132,6 +147,7 @@ def stop(completed: bool = True) -> None:
         if completed:
             dist.barrier()
         dist.destroy_process_group()
+        gc.collect()  # the model's DDP wrapper sits in reference cycles: freeing it frees the group and joins gloo's threads
 
 
 def refuse_fixed_cuda_device(device: object) -> None:

@@ -44,14 +44,17 @@ def on_primary(action: Callable[[], T]) -> T:
 def reports_error(error: BaseException) -> bool:
     """Whether this process prints `error`: always in one process; under torchrun a configuration
     error (the same on every rank) and a failure caused by another rank are printed by rank 0 only,
-    and no rank prints a collective broken by another rank's exit (that rank reports its cause)."""
+    no rank prints a collective broken by another rank's exit (that rank reports its cause), and an
+    error that rank 0 raised alike (compared through torchrun's store) is printed by rank 0 only."""
     if not launched_by_torchrun():
         return True
     if isinstance(error, PrimaryFailed) or is_peer_failure(error):
         return False
     if isinstance(error, ConfigurationError):
         return environment_rank() == 0
-    return True
+    from ipuflow.distributed.shared_errors import raised_alike_by_rank_0
+
+    return not raised_alike_by_rank_0(f"{type(error).__name__}: {error}", environment_rank())
 
 
 def is_peer_failure(error: BaseException) -> bool:

@@ -52,6 +52,10 @@ class GroupedVote(Postprocessor):
             predictions.append({self.group_field: key, "label": label, "probs": mean.tolist(), "gold": group["gold"]})
         return predictions
 
+    def metric_names(self) -> List[str]:
+        """`grouped_accuracy`."""
+        return ["grouped_accuracy"]
+
     def metrics(self, predictions: List[Dict[str, Any]], instances: Sequence[Any]) -> Dict[str, float]:
         """`grouped_accuracy`: the share of groups whose predicted label is the gold one."""
         scored = [p for p in predictions if p["gold"] is not None]

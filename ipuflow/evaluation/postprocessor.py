@@ -12,12 +12,17 @@ class Postprocessor(Registrable):
 
     Extractive-QA style models split one example into several features; a postprocessor receives
     every instance's outputs together with the original instances and returns one prediction per
-    example. `ipuflow evaluate` calls it when the config has a top-level ``postprocessor``.
+    example. A config's top-level ``postprocessor`` runs at every validation, on the test set, in
+    `ipuflow evaluate` and in `ipuflow predict`.
     """
 
     def __call__(self, outputs: List[Dict[str, Any]], instances: Sequence[Any]) -> List[Dict[str, Any]]:
         """Predictions (dicts) from per-instance `outputs` and the `instances` they came from."""
         raise NotImplementedError
+
+    def metric_names(self) -> List[str]:
+        """The names of the metrics `metrics` gives (what `validation_metric` may name)."""
+        return []
 
     def metrics(self, predictions: List[Dict[str, Any]], instances: Sequence[Any]) -> Dict[str, float]:
         """Metrics of `predictions` against the gold answers in `instances`."""

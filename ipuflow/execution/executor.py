@@ -101,10 +101,10 @@ class StepExecutor(Registrable):
         gradient_accumulation: micro-batches per update; gradients are mean-reduced.
         replication_factor: data-parallel replicas; each update sees all replicas' micro-batches.
         output_mode: which micro-batches' outputs come back: final (training default), all (inference default), sum, every_n.
-        output_period: N for output_mode every_n.
+        output_period: N for every_n: every N-th device iteration (global batch) returns all its micro-batches (PopART); N divides device_iterations.
         precision: fp32, bf16 or fp16.
         loss_scaling: a static loss scale (the initial one with auto_loss_scaling).
-        auto_loss_scaling: dynamic loss scaling: a non-finite gradient skips the update and lowers the scale.
+        auto_loss_scaling: automatic loss scaling: native skips a non-finite step (GradScaler); poptorch uses PopART's, which never skips one.
         max_grad_norm: global-norm clipping of the reduced gradient.
         max_grad_value: clamps each entry of the reduced, unscaled gradient to [-v, v] (before max_grad_norm).
         seed: seeds the device's random numbers (and torch's, as poptorch's randomSeed does).

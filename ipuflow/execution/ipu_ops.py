@@ -2,8 +2,8 @@
 
 Each op forwards to poptorch when poptorch is already imported (the poptorch executor imports it
 before tracing) and otherwise does what it means in eager PyTorch: `identity_loss` reduces,
-`BeginBlock`/`Block` only record the intended placement, `recomputation_checkpoint` and
-`set_available_memory` are identities.
+`BeginBlock` records the intended placement (which the poptorch executor applies when it compiles),
+`Block` is a no-op, `recomputation_checkpoint` and `set_available_memory` are identities.
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ from types import ModuleType, TracebackType
 from typing import Any, Optional, Type
 
 import torch
+
+from ipuflow.torch_features import is_compiling
 
 IDENTITY_LOSS_ATTRIBUTE = "_ipuflow_identity_loss"
 """Set on eager `identity_loss` results so executors find a loss not returned under the name ``loss``."""
@@ -39,7 +41,7 @@ def identity_loss(x: torch.Tensor, reduction: str) -> torch.Tensor:
         loss = x.mean()
     else:
         loss = x.clone()
-    if not torch.compiler.is_compiling():
+    if not is_compiling():
         # Tagging a tensor is eager-only; compiled models must return the loss as ``loss``.
         setattr(loss, IDENTITY_LOSS_ATTRIBUTE, True)
     return loss
@@ -63,12 +65,20 @@ def set_available_memory(tensor: torch.Tensor, proportion: float) -> torch.Tenso
     return tensor
 
 
+BLOCK_ATTRIBUTE = "ipuflow_block"
+"""Set by `BeginBlock` on the module to the placement asked for, ``(user_id, ipu_id)``."""
+
+
 def BeginBlock(module: torch.nn.Module, user_id: Optional[str] = None, ipu_id: Optional[int] = None) -> torch.nn.Module:  # noqa: N802 (poptorch's name)
-    """Start a pipeline block at `module` on IPU `ipu_id`; elsewhere it records the placement only."""
+    """Start a pipeline block at `module` on IPU `ipu_id`: the module and the ones after it run there.
+
+    The placement is recorded on the module, and the poptorch executor applies it when it compiles,
+    whether the model was built before poptorch was imported or after; with poptorch imported it also
+    goes to `poptorch.BeginBlock` at once. Other backends ignore it."""
+    setattr(module, BLOCK_ATTRIBUTE, (user_id, ipu_id))
     poptorch = _poptorch()
     if poptorch is not None:
         return poptorch.BeginBlock(module, user_id=user_id, ipu_id=ipu_id)
-    setattr(module, "ipuflow_block", (user_id, ipu_id))  # noqa: B010 (a plain attribute on a Module)
     return module
 
 

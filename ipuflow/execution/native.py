@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import inspect
@@ -17,9 +18,12 @@ from ipuflow.distributed.process_group import BACKENDS, rank_device
 from ipuflow.distributed.replicas import replicated_options
 from ipuflow.execution.executor import COMPILE_IGNORED_WARNING, Batch, StepExecutor, StepResult, require_optimizer_for
 from ipuflow.execution.input_spec import InputSpec
+from ipuflow.execution.memory_and_math import enable_gradient_checkpointing, enable_tf32
 from ipuflow.execution.precision import LossScaler, autocast_factory
+from ipuflow.execution.replica_rng import ReplicaRandomStreams
 from ipuflow.execution.rng import get_rng_states, set_rng_states
 from ipuflow.execution.step_outputs import OutputCollector, find_loss
+from ipuflow.torch_features import require_torch_compile
 
 if TYPE_CHECKING:
     from ipuflow.data.loader import DataLoader
@@ -27,6 +31,8 @@ if TYPE_CHECKING:
 NO_EXECUTABLE_ERROR = "Model has not been compiled or has been destroyed."
 """poptorch's text for attach/detach on an executor without a compiled program."""
 
+# Reused for every micro-batch that draws from the process's own stream (no allocation per call).
+_OWN_STREAM = contextlib.nullcontext()
 
 
 def resolve_device(device: str) -> torch.device:
@@ -106,6 +112,9 @@ class NativeExecutor(StepExecutor):
         distributed_backend: str = "auto",
         sharding: Optional[str] = None,
         find_unused_parameters: bool = False,
+        num_threads: Optional[int] = None,
+        gradient_checkpointing: bool = False,
+        tf32: bool = False,
         **options: Any,
     ) -> None:
         """device: auto (CUDA if present), cpu, cuda or cuda:N; under torchrun, cuda:LOCAL_RANK.
@@ -113,7 +122,15 @@ class NativeExecutor(StepExecutor):
         distributed_backend: under torchrun, the process group's backend: auto (nccl on CUDA, gloo on CPU), gloo or nccl.
         sharding: under torchrun, null or ddp (every rank holds the whole model) or fsdp (FSDP2 shards it).
         find_unused_parameters: under torchrun, let DDP handle parameters that get no gradient in a forward.
+        num_threads: torch's CPU threads for this process (torch.set_num_threads); null keeps torch's default, one per core.
+        gradient_checkpointing: in training, recompute activations in the backward pass (the model's own
+            gradient_checkpointing_enable) to save memory.
+        tf32: on CUDA, let float32 matrix multiplications use TF32.
         """
+        threads = validators.positive_int("num_threads", num_threads, optional=True)
+        if threads is not None:
+            # Process-wide: on a machine shared with other jobs, fewer threads than cores avoids oversubscription.
+            torch.set_num_threads(threads)
         context = distributed.current()
         if context is not None:
             options = replicated_options(options, context.world_size)
@@ -126,6 +143,8 @@ class NativeExecutor(StepExecutor):
         require_sharding(sharding)
         if not isinstance(compile, (bool, dict)):
             raise ConfigurationError(key="compile", expected="true, false or a dict of torch.compile options", found=compile)
+        if compile is not False:
+            require_torch_compile(key="compile")
         self._device_option = device
         self._compile_option = compile
         self._distributed_options: Dict[str, Any] = {"distributed_backend": distributed_backend, "sharding": sharding,
@@ -143,6 +162,11 @@ class NativeExecutor(StepExecutor):
         # would replace an FSDP-sharded model's parameters, so a model already in place is left alone.
         in_place = all(tensor.device == self._device for tensor in (*model.parameters(), *model.buffers()))
         self._model = model if in_place else model.to(self._device)
+        if gradient_checkpointing and self.training:
+            enable_gradient_checkpointing(model)
+        if tf32:
+            enable_tf32(self._device)
+        self._tf32 = tf32
         self._optimizer = optimizer
         self._moves_inputs = self._device.type != "cpu"
         self._autocast = autocast_factory(shared.precision, self._device.type)
@@ -160,6 +184,9 @@ class NativeExecutor(StepExecutor):
             self._group = ReplicaGroup(self._model, optimizer, context, sharding, find_unused_parameters)
             if optimizer is not None:  # sharding replaces the parameters the optimizer holds
                 self._parameters = [parameter for group in optimizer.param_groups for parameter in group["params"]]
+        # One process simulating replicas draws each one's random numbers as its rank would under torchrun.
+        self._replica_streams = ReplicaRandomStreams(self._plan.replication_factor, self._device) if (
+            context is None and self.training and self._plan.replication_factor > 1) else None
         self._module: torch.nn.Module = self._group.module if self._group is not None else self._model
         self._update_contexts = update_contexts(self._group, self._local_plan.micro_batches_per_update)
         self._forward: Any = self._module
@@ -193,6 +220,7 @@ class NativeExecutor(StepExecutor):
                 model=self._model,
                 device=self._device_option,
                 compile=self._compile_option,
+                tf32=self._tf32,
                 **self._distributed_options,
                 **dataclasses.asdict(self._options.as_inference()),
             )
@@ -311,7 +339,7 @@ class NativeExecutor(StepExecutor):
         max_grad_norm, max_grad_value = self._options.max_grad_norm, self._options.max_grad_value
         collector = OutputCollector(plan)
         micro_batches = self._micro_batches(batch)
-        update_contexts = self._update_contexts
+        update_contexts, streams = self._update_contexts, self._replica_streams
         host_values = [{key: group[key] for key in snapshot if key in group}
                        for group, snapshot in zip(optimizer.param_groups, self._hyperparameters)]
         try:
@@ -323,7 +351,7 @@ class NativeExecutor(StepExecutor):
                 for reduction in update_contexts:
                     step, replica, micro_batch = next(micro_batches)
                     # Under torchrun the gradients are reduced across ranks on the update's last micro-batch only.
-                    with reduction():
+                    with reduction(), streams.drawing_for(replica) if streams is not None else _OWN_STREAM:
                         with autocast():
                             outputs = forward(**micro_batch)
                         loss = find_loss(outputs, training=True)
@@ -438,12 +466,15 @@ class NativeExecutor(StepExecutor):
         self._forward = self._module
 
     def state_dict(self) -> Dict[str, Any]:
-        """Optimizer state, the hyperparameters in use, loss-scaler state and torch RNG states."""
+        """Optimizer state, the hyperparameters in use, loss-scaler state, torch RNG states and, on
+        CPU, the number of torch threads the training ran with."""
         return {
             "optimizer": self._optimizer.state_dict() if self._optimizer is not None else None,
             "hyperparameters": copy.deepcopy(self._hyperparameters),
             "loss_scaler": self._scaler.state_dict(),
             "rng": get_rng_states(self._device),
+            **({} if self._replica_streams is None else {"replica_rng": self._replica_streams.state_dict()}),
+            **({"cpu_threads": torch.get_num_threads()} if self._device.type == "cpu" else {}),
         }
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
@@ -458,3 +489,15 @@ class NativeExecutor(StepExecutor):
                                      for group in copy.deepcopy(state["hyperparameters"])]
         self._scaler.load_state_dict(state.get("loss_scaler") or {})
         set_rng_states(state.get("rng") or {})
+        if self._replica_streams is not None and state.get("replica_rng") is not None:
+            self._replica_streams.load_state_dict(state["replica_rng"])
+        saved_threads, threads = state.get("cpu_threads"), torch.get_num_threads()
+        if self._device.type == "cpu" and saved_threads is not None and saved_threads != threads:
+            # oneMKL's sgemm splits its sums by the thread count, so the order of float additions changes.
+            warnings.warn(
+                f"The checkpoint was written with {saved_threads} CPU threads and this process runs {threads}: "
+                "torch's CPU matrix products round differently with another thread count, so the resumed weights "
+                "will differ from an uninterrupted run's in the last bits. For a bitwise resume set "
+                f"trainer.executor.num_threads: {saved_threads} (or OMP_NUM_THREADS={saved_threads}).",
+                stacklevel=2,
+            )

@@ -69,9 +69,11 @@ class OnnxSession:
             if len(shape) != value.dim() or any(
                 isinstance(size, int) and size != got for size, got in zip(shape, value.shape)
             ):
-                raise ValueError(
-                    f"Shape mismatch for {name}: the ONNX model takes {shape} but got {list(value.shape)}. Export "
-                    f"with --dynamic for other batch sizes or sequence lengths, or use the exported --batch-size."
+                # Bad input for this file (a --batch-size or max_length other than the export's): exit 2.
+                raise ConfigurationError(
+                    f"Shape mismatch for {name}: the ONNX model {self.model_file} was exported with fixed shapes and "
+                    f"takes {shape}, but got {list(value.shape)}. Export with --dynamic for other batch sizes or "
+                    f"sequence lengths, or use the exported --batch-size."
                 )
 
     def _feed(self, batch: Mapping[str, torch.Tensor]) -> Dict[str, Any]:

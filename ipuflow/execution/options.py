@@ -51,14 +51,15 @@ class BatchingPlan:
     def kept_steps(self) -> List[bool]:
         """For each per-replica step index ``d × GA + g``, whether the output mode returns it.
 
-        ``sum`` keeps every step (they are summed); ``final`` only the last; ``every_n`` steps
-        N-1, 2N-1, ...; ``all`` every step.
+        ``sum`` keeps every step (they are summed); ``final`` only the last; ``every_n`` every step
+        of device iterations N-1, 2N-1, ... (PopART's EveryN counts global batches, one per update,
+        and returns all their accumulation steps); ``all`` every step.
         """
         steps = self.steps_per_replica
         if self.output_mode == "final":
             return [index == steps - 1 for index in range(steps)]
         if self.output_mode == "every_n":
-            return [(index + 1) % self.output_period == 0 for index in range(steps)]
+            return [(index // self.gradient_accumulation + 1) % self.output_period == 0 for index in range(steps)]
         return [True] * steps
 
     def check_batch_size(self, key: str, size: int) -> int:
@@ -108,19 +109,26 @@ class ExecutionOptions:
         for key in ("max_grad_norm", "max_grad_value"):
             validators.positive_number(key, getattr(self, key), optional=True)
         validators.optional_int("seed", self.seed)
-        plan = self.plan
-        if plan.output_mode == "every_n" and plan.steps_per_replica % plan.output_period != 0:
-            raise ConfigurationError(
-                f"output mode 'every_n' needs device_iterations × gradient_accumulation "
-                f"({plan.steps_per_replica}) to be a multiple of output_period, found {plan.output_period}.",
-                key="output_period",
-            )
+        # PopART's DataFlow::isValidAnchorReturnPeriod: N must divide the global batches per call.
+        for plan in (self.plan_for(True), self.plan_for(False)):
+            if plan.output_mode == "every_n" and plan.device_iterations % plan.output_period != 0:
+                mode = "training" if plan.training else "inference"
+                raise ConfigurationError(
+                    f"output mode 'every_n' needs output_period to divide the {mode} device_iterations "
+                    f"({plan.device_iterations}), found {plan.output_period}: like PopART, it returns every N-th "
+                    "global batch (all the micro-batches of one update), so N counts device iterations.",
+                    key="output_period",
+                )
 
     @property
     def plan(self) -> BatchingPlan:
-        """The batching plan for this mode: inference uses the ``inference_*`` values when given,
-        no gradient accumulation, and output mode ``all`` unless `inference_output_mode` says otherwise."""
-        if self.training:
+        """The batching plan for this executor's mode (`plan_for`)."""
+        return self.plan_for(self.training)
+
+    def plan_for(self, training: bool) -> BatchingPlan:
+        """The batching plan for training or inference: inference uses the ``inference_*`` values when
+        given, no gradient accumulation, and output mode ``all`` unless `inference_output_mode` says otherwise."""
+        if training:
             return BatchingPlan(
                 training=True,
                 device_iterations=self.device_iterations,

@@ -10,6 +10,7 @@ hardware was available (docs/execution.md).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
 import warnings
@@ -22,9 +23,13 @@ from ipuflow.config import ConfigurationError
 from ipuflow.execution.executor import COMPILE_IGNORED_WARNING, Batch, StepExecutor, StepResult, require_optimizer_for
 from ipuflow.execution.input_spec import InputSpec
 from ipuflow.execution.ipu_config import IpuPlacement, MatmulProportion, resolve_placements
+from ipuflow.execution.ipu_ops import BLOCK_ATTRIBUTE
 from ipuflow.execution.optimum_ipu_config import ipu_config_applied
 from ipuflow.execution.rng import get_rng_states, set_rng_states
 from ipuflow.execution.step_outputs import find_loss
+
+LAMB_MAX_WEIGHT_NORM = 65500.0
+"""poptorch's LAMB `max_weight_norm` when none is given (fp16's largest value, python/optim.py)."""
 
 if TYPE_CHECKING:
     from ipuflow.data.loader import DataLoader
@@ -82,15 +87,24 @@ def _resolve_module(model: torch.nn.Module, path: str) -> Any:
 
 @StepExecutor.register("poptorch")
 class PoptorchExecutor(StepExecutor):
-    """Runs the executor contract on IPUs with `poptorch.trainingModel`/`inferenceModel`.
+    """The executor contract on IPUs (poptorch): each executable traced in its own mode, trained on the reported loss, one attached at a time.
 
     IPU options (optimum-graphcore's IPUConfig names): `layers_per_ipu`, `ipus_per_replica`,
     `matmul_proportion`, `enable_half_partials`, `optimizer_state_offchip`,
     `replicated_tensor_sharding`, `executable_cache_dir`, `recompute_checkpoint_every_layer`,
     `embedding_serialization_factor` and their ``inference_*`` twins. `pipeline_layers` is the dotted
     path of the model's layer list (e.g. ``"encoder.layers"``) that `layers_per_ipu` places; it is
-    needed when a replica spans several IPUs or for per-layer recomputation checkpoints.
-    `precision: fp16` makes the model fp16 (as optimum does); IPUs have no bf16.
+    needed when a replica spans several IPUs or for per-layer recomputation checkpoints (which reach
+    every tensor a layer returns, tuples included). Blocks the model places itself with
+    `ipu_ops.BeginBlock` are applied when it compiles. A training pipeline of S stages needs
+    `gradient_accumulation` >= 2·S − 1 (poptorch's rule; refused when the executor is built).
+    `precision: fp16` makes the model fp16 (as optimum does); IPUs have no bf16. `auto_loss_scaling`
+    is PopART's: no update is skipped, the scale halves or doubles after each update.
+
+    As on an IPU: each executable is traced in its own mode (train, eval) set right before its
+    compile; the training executor marks the model's reported loss with `poptorch.identity_loss`, so
+    the IPU differentiates the loss ipuflow reports; the training executor and its inference twin
+    detach each other before compiling, running or attaching, so at most one holds the IPUs.
     """
 
     def __init__(
@@ -120,7 +134,7 @@ class PoptorchExecutor(StepExecutor):
             out (relative: from the working directory).
         pipeline_layers: dotted path of the model's layer list (e.g. "encoder.layers") that layers_per_ipu
             places; needed for several IPUs per replica or per-layer recomputation.
-        layers_per_ipu: layers on each IPU of a replica, in order; -1 shares the remaining layers (IPUConfig's wildcard).
+        layers_per_ipu: layers on each IPU of a replica, in order; -1 shares the rest (IPUConfig's wildcard); S IPUs need accumulation >= 2S-1.
         inference_layers_per_ipu: layers_per_ipu of the inference executor (default: layers_per_ipu).
         ipus_per_replica: IPUs one replica spans (default: one per layers_per_ipu entry).
         inference_ipus_per_replica: ipus_per_replica of the inference executor.
@@ -130,7 +144,7 @@ class PoptorchExecutor(StepExecutor):
         optimizer_state_offchip: keep the optimizer state in streaming memory (TensorLocations.setOptimizerLocation).
         replicated_tensor_sharding: shard the optimizer state across replicas (with replication_factor > 1).
         executable_cache_dir: directory of poptorch's executable cache ("" or "disabled": off).
-        recompute_checkpoint_every_layer: checkpoint each placed layer's output for recomputation (poptorch.recomputationCheckpoint).
+        recompute_checkpoint_every_layer: checkpoint every tensor each placed layer but the last returns (poptorch.recomputationCheckpoint).
         embedding_serialization_factor: must be 1: serialised embeddings need optimum-graphcore's SerializedEmbedding.
         inference_embedding_serialization_factor: embedding_serialization_factor of the inference executor.
         """
@@ -164,26 +178,40 @@ class PoptorchExecutor(StepExecutor):
         self._poptorch = import_poptorch()
         self._model = model
         self._layers = _resolve_module(model, pipeline_layers) if pipeline_layers else None
-        if self._layers is None and (self._placement.ipus_per_replica > 1 or recompute_checkpoint_every_layer):
+        self._model_blocks = model_blocks(model)
+        if self._layers is None and ((self._placement.ipus_per_replica > 1 and not self._model_blocks)
+                                     or recompute_checkpoint_every_layer):
             raise ConfigurationError(
                 "placing layers on several IPUs (ipus_per_replica > 1) or checkpointing every layer needs the "
-                "dotted path of the model's layer list, e.g. \"encoder.layers\".",
+                "dotted path of the model's layer list, e.g. \"encoder.layers\" (or blocks the model places "
+                "itself with ipu_ops.BeginBlock).",
                 key="pipeline_layers",
             )
         if self._layers is not None:
             self._placement.layer_ipus(len(self._layers), "inference_layers_per_ipu" if not training else "layers_per_ipu")
+        stage_ipus = self._stage_ipus()
+        if training:
+            self._check_pipeline_accumulation(stage_ipus)
         self._host_optimizer = optimizer
         self._device_optimizer = self._convert_optimizer(optimizer) if optimizer is not None else None
         self._poptorch_options = self._build_options()
         if precision == "fp16":
             model.half()
-        model.train(training)  # poptorch copies the mode when wrapping; set it first
+        # poptorch wraps a shallow copy: the top module's mode is copied now, the submodules' modes are
+        # read when compile() traces them (which sets them again).
+        model.train(training)
+        self._loss_mark = _TrainingLossMark(self._poptorch) if training else None
+        self._loss_mark_hook = model.register_forward_hook(self._loss_mark) if self._loss_mark is not None else None
+        # Entered around every poptorch compile and call: the hook marks the loss only inside it.
+        self._marking_loss: Any = self._loss_mark if self._loss_mark is not None else contextlib.nullcontext()
         if training:
             self._poplar = self._poptorch.trainingModel(model, options=self._poptorch_options, optimizer=self._device_optimizer)
         else:
             self._poplar = self._poptorch.inferenceModel(model, options=self._poptorch_options)
         self._spec: Optional[InputSpec] = None
         self._inference: Optional[PoptorchExecutor] = None
+        # The training executor and its inference twin share the IPUs: at most one holds them.
+        self._twin: Optional[PoptorchExecutor] = None
         self._checkpoint_hooks: List[Any] = []
 
     @classmethod
@@ -197,6 +225,58 @@ class PoptorchExecutor(StepExecutor):
     def check_optimizer(cls, optimizer_class: type, max_grad_norm: Optional[float]) -> None:
         """Refuse optimizers without a poptorch.optim twin (and clipping where the twin has none)."""
         check_poptorch_optimizer(optimizer_class, max_grad_norm)
+
+    # -- placement ----------------------------------------------------------------------------------
+
+    def _stage_ipus(self) -> List[int]:
+        """The IPU of each placed module in the order the model registers them (layers from
+        `pipeline_layers`, blocks the model places itself), after checking that the two agree and that
+        every block's IPU is one the replica has."""
+        placed = {}
+        if self._layers is not None:
+            placed = {id(layer): ipu for layer, ipu in zip(self._layers, self._placement.layer_ipus(len(self._layers)))}
+        ipus = self._placement.ipus_per_replica
+        for module, (user_id, ipu) in self._model_blocks:
+            if id(module) in placed:
+                raise ConfigurationError(
+                    f"the model places block {user_id!r} itself (ipu_ops.BeginBlock) on a layer that pipeline_layers "
+                    "places too; place the layers one way: drop the block, or leave the layer list out.",
+                    key="pipeline_layers",
+                )
+            if ipu is not None and ipu >= ipus:
+                raise ConfigurationError(
+                    f"the model places block {user_id!r} on IPU {ipu} (ipu_ops.BeginBlock), but a replica spans "
+                    f"{ipus} IPU(s); set ipus_per_replica to at least {ipu + 1}.",
+                    key="ipus_per_replica",
+                )
+        blocks = {id(module): ipu for module, (_, ipu) in self._model_blocks}
+        sequence = []
+        for module in self._model.modules():
+            ipu = placed.get(id(module), blocks.get(id(module)))
+            if ipu is not None:
+                sequence.append(ipu)
+        return sequence
+
+    def _check_pipeline_accumulation(self, stage_ipus: List[int]) -> None:
+        """poptorch's rule for a pipelined training program (popart_compiler/source/CompilerImpl.cpp
+        numPipelineStages, Compiler.cpp; poptorch c2a8b177): each IPU switch starts a forward stage,
+        training adds a backward stage for each forward one but the last, and gradient accumulation must
+        be at least the number of stages, 2·S − 1 for S forward stages, whatever the replication."""
+        runs = [0]  # the model starts on IPU 0
+        for ipu in stage_ipus:
+            if ipu != runs[-1]:
+                runs.append(ipu)
+        forward = len(runs)
+        needed = 2 * forward - 1
+        accumulation = self._plan.gradient_accumulation
+        if accumulation < needed:
+            raise ConfigurationError(
+                f"the model runs on {forward} pipeline stages (IPU {' → '.join(map(str, runs))}); a training pipeline adds a "
+                f"backward stage for each forward one but the last, 2 × {forward} − 1 = {needed} in all, and poptorch "
+                f"needs gradient_accumulation >= {needed} to fill them, found {accumulation}. Raise "
+                "gradient_accumulation, or place the model on fewer IPUs.",
+                key="gradient_accumulation",
+            )
 
     # -- poptorch options and optimizer ------------------------------------------------------------
 
@@ -244,10 +324,8 @@ class PoptorchExecutor(StepExecutor):
         if any(group.get("amsgrad") for group in optimizer.param_groups):
             raise ConfigurationError("poptorch's Adam and AdamW do not support amsgrad; set it to false.",
                                      path="trainer.optimizer.amsgrad")
-        # None (LAMB's max_weight_norm: no clipping) is left to poptorch's default (65500, fp16's max).
-        defaults = {key: value for key, value in optimizer.defaults.items() if key in keys and value is not None}
-        groups = [{**{key: value for key, value in group.items() if key in keys and value is not None}, "params": group["params"]}
-                  for group in optimizer.param_groups]
+        defaults = _device_group(optimizer.defaults, keys)
+        groups = [{**_device_group(group, keys), "params": group["params"]} for group in optimizer.param_groups]
         extras: Dict[str, Any] = {"loss_scaling": self._options.loss_scaling if self._options.loss_scaling is not None else 1.0}
         if name in ("SGD", "Adam", "AdamW"):
             extras["max_grad_norm"] = self._options.max_grad_norm  # None: poptorch's default, no clipping
@@ -265,9 +343,7 @@ class PoptorchExecutor(StepExecutor):
         assert self._device_optimizer is not None
         keys = _GROUP_KEYS[check_poptorch_optimizer(type(optimizer))]
         for device_group, group in zip(self._device_optimizer.param_groups, optimizer.param_groups):
-            for key in keys:
-                if key in group:
-                    device_group[key] = group[key]
+            device_group.update(_device_group(group, keys))
 
     # -- properties ---------------------------------------------------------------------------------
 
@@ -298,19 +374,26 @@ class PoptorchExecutor(StepExecutor):
         if self._inference is None:
             shared = dataclasses.asdict(self._options.as_inference())
             self._inference = PoptorchExecutor(model=self._model, **self._arguments, **shared)
+            self._inference._twin, self._twin = self, self._inference
         return self._inference
 
     # -- compile and call ----------------------------------------------------------------------------
 
     def _place_layers(self) -> None:
-        """BeginBlock each layer on its IPU (and checkpoint every layer but the last if asked)."""
+        """BeginBlock the model's own blocks and each layer on its IPU (and checkpoint every layer but
+        the last if asked). The blocks are placed afresh: the training and inference executors share
+        the model and may place its layers differently."""
         poptorch, layers = self._poptorch, self._layers
-        if layers is None:
+        if layers is None and not self._model_blocks:
             return
         poptorch.removeBlocks(self._model)
+        for module, (user_id, ipu) in self._model_blocks:
+            poptorch.BeginBlock(module, user_id=user_id, ipu_id=ipu)
         for hook in self._checkpoint_hooks:
             hook.remove()
         self._checkpoint_hooks = []
+        if layers is None:
+            return
         for index, (layer, ipu) in enumerate(zip(layers, self._placement.layer_ipus(len(layers)))):
             poptorch.BeginBlock(layer, f"Layer{index}", ipu_id=ipu)
             if self._arguments["recompute_checkpoint_every_layer"] and index < len(layers) - 1:
@@ -329,7 +412,19 @@ class PoptorchExecutor(StepExecutor):
         sample_batch = self._device_inputs(sample_batch)
         self._spec = InputSpec(sample_batch, self._plan)
         self._place_layers()
-        self._poplar.compile(**sample_batch)
+        # poptorch traces the modules in the mode they are in now (it never calls .train()); the
+        # inference twin, built earlier, may have left them in eval mode.
+        self._model.train(self.training)
+        self._take_device()
+        with self._marking_loss:
+            self._poplar.compile(**sample_batch)
+
+    def _take_device(self) -> None:
+        """Detach the twin executor if it holds the IPUs: compiling or running attaches this one, and a
+        config that uses every IPU cannot hold two executables (optimum's IPUTrainer detaches too)."""
+        twin = self._twin
+        if twin is not None and twin._poplar.isAttachedToDevice():
+            twin.detach()
 
     def _device_inputs(self, batch: Batch) -> Batch:
         """The batch as the device takes it: a half model (precision fp16) gets fp32 inputs as fp16,
@@ -362,10 +457,14 @@ class PoptorchExecutor(StepExecutor):
             assert spec is not None
         elif not spec.matches(batch):
             spec.check(batch)
-        outputs = self._poplar(**batch)
+        if not self._poplar.isAttachedToDevice():
+            self._take_device()  # the call re-attaches this executor
+        with self._marking_loss:
+            outputs = self._poplar(**batch)
         if not isinstance(outputs, dict):
             raise TypeError(f"The model's forward must return a dict of tensors, got {type(outputs).__name__}.")
-        loss = find_loss(outputs, training=False)
+        marked = self._loss_mark.key if self._loss_mark is not None else None
+        loss = outputs.get(marked) if marked is not None else find_loss(outputs, training=False)
         mean_loss = None if loss is None else (loss if loss.dim() == 0 else loss.float().mean())
         return StepResult(outputs, mean_loss, self.updates_per_call, spec.combined_batch)
 
@@ -394,7 +493,8 @@ class PoptorchExecutor(StepExecutor):
             self._poplar.copyWeightsToDevice()
 
     def attach(self) -> None:
-        """Acquire the IPUs again (poptorch's attachToDevice)."""
+        """Acquire the IPUs again (poptorch's attachToDevice), detaching the twin executor first."""
+        self._take_device()
         self._poplar.attachToDevice()
 
     def detach(self) -> None:
@@ -415,6 +515,9 @@ class PoptorchExecutor(StepExecutor):
         """Copy weights to the host and free the executable and the IPUs."""
         self._poplar.destroy()
         self._spec = None
+        if self._loss_mark_hook is not None:
+            self._loss_mark_hook.remove()
+            self._loss_mark_hook = None
 
     def state_dict(self) -> Dict[str, Any]:
         """The host optimizer's state (its hyperparameters: poptorch never runs the host step), the
@@ -458,6 +561,52 @@ _GROUP_KEYS: Dict[str, Tuple[str, ...]] = {
 """Each poptorch optimizer's per-group attributes (its `_group_vars`, poptorch python/optim.py)."""
 
 
+def _device_group(group: Dict[str, Any], keys: Tuple[str, ...]) -> Dict[str, Any]:
+    """The poptorch attributes of a host parameter group (or the defaults). poptorch refuses None for
+    any of them ("Mandatory attribute ... not found in optimizer group"), so a None is left out,
+    except LAMB's `max_weight_norm`, whose None (no clipping on the host) poptorch's LAMB itself
+    turns into 65500."""
+    device = {key: value for key, value in group.items() if key in keys and value is not None}
+    if "max_weight_norm" in keys and group.get("max_weight_norm", LAMB_MAX_WEIGHT_NORM) is None:
+        device["max_weight_norm"] = LAMB_MAX_WEIGHT_NORM
+    return device
+
+
+class _TrainingLossMark:
+    """A forward hook on the model that marks its reported loss (``loss``, or the output marked with
+    `ipu_ops.identity_loss`) with `poptorch.identity_loss`, while the training executor's poptorch
+    program traces or (on a stand-in) runs the model: inside ``with mark:``.
+
+    poptorch differentiates only identity-loss nodes (and the torch loss functions it lowers to one);
+    a loss node used by a later one is folded into it, and exactly one must remain
+    (RemoveSurplusIdentityLosses.cpp). Marking the reported loss makes it that one for every model,
+    so the device trains on the loss ipuflow reports (a per-row ``cross_entropy(reduction="none")``
+    inside it is folded in rather than trained on). `key` is the marked output's name."""
+
+    def __init__(self, poptorch: ModuleType) -> None:
+        self._poptorch = poptorch
+        self._active = False
+        self.key: Optional[str] = None
+
+    def __enter__(self) -> "_TrainingLossMark":
+        self._active = True
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._active = False
+
+    def __call__(self, module: torch.nn.Module, inputs: Any, outputs: Any) -> Any:
+        if not self._active:
+            return None
+        loss = find_loss(outputs, training=True)
+        key = next(name for name, value in outputs.items() if value is loss)
+        self.key = key
+        return {**outputs, key: self._poptorch.identity_loss(loss, reduction="none")}
+
+    def __deepcopy__(self, memo: Dict[int, Any]) -> "_TrainingLossMark":
+        return self  # a copied model (a stand-in's device copy) keeps the executor's hook
+
+
 def _accumulation_types(name: str, fp16: bool) -> Dict[str, torch.dtype]:
     """The state dtypes optimum-graphcore's IPUTrainer.create_optimizer sets: with a half model the
     gradient accumulator and first moment are fp16 and the second moment fp32; fp32 otherwise.
@@ -487,10 +636,28 @@ def check_poptorch_optimizer(optimizer_class: type, max_grad_norm: Optional[floa
     return name
 
 
+def model_blocks(model: torch.nn.Module) -> List[Tuple[torch.nn.Module, Tuple[Optional[str], Optional[int]]]]:
+    """The blocks the model places itself with `ipu_ops.BeginBlock`: (module, (user_id, ipu_id)) in
+    the order the model registers its modules."""
+    return [(module, getattr(module, BLOCK_ATTRIBUTE)) for module in model.modules() if hasattr(module, BLOCK_ATTRIBUTE)]
+
+
+def checkpointed(poptorch: ModuleType, output: Any) -> Any:
+    """`output` with every tensor in it (nested in tuples, lists or dicts, as transformers' layers
+    return them) passed through `poptorch.recomputationCheckpoint`; anything else is kept as it is."""
+    if isinstance(output, torch.Tensor):
+        return poptorch.recomputationCheckpoint(output)
+    if isinstance(output, tuple) and hasattr(output, "_fields"):  # a named tuple
+        return type(output)(*(checkpointed(poptorch, value) for value in output))
+    if isinstance(output, (tuple, list)):
+        return type(output)(checkpointed(poptorch, value) for value in output)
+    if isinstance(output, dict):
+        return type(output)(**{key: checkpointed(poptorch, value) for key, value in output.items()})
+    return output
+
+
 def _checkpoint_output(poptorch: ModuleType) -> Any:
     def hook(module: torch.nn.Module, inputs: Any, output: Any) -> Any:
-        if isinstance(output, torch.Tensor):
-            return poptorch.recomputationCheckpoint(output)
-        return output
+        return checkpointed(poptorch, output)
 
     return hook

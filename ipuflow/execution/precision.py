@@ -7,6 +7,8 @@ from typing import Any, Callable, ContextManager, Dict, List, Optional
 
 import torch
 
+from ipuflow.torch_features import grad_scaler, require_autocast
+
 _AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 DEFAULT_DYNAMIC_INIT_SCALE = 2.0**16
@@ -22,6 +24,7 @@ def autocast_factory(precision: str, device_type: str) -> Callable[[], ContextMa
     dtype = _AUTOCAST_DTYPES.get(precision)
     if dtype is None:
         return contextlib.nullcontext
+    require_autocast(device_type, dtype, precision, key="precision")
     return lambda: torch.autocast(device_type=device_type, dtype=dtype)
 
 
@@ -31,17 +34,19 @@ class LossScaler:
     * no scaling: the loss is only divided by the number of micro-batches per update (mean reduction);
     * static (`loss_scaling`): multiply by a constant, divide the gradients by it before clipping and
       the update, as poptorch's optimizers do (a numerical no-op that keeps fp16 gradients in range);
-    * dynamic (`auto_loss_scaling`): torch's `GradScaler`, starting from `loss_scaling` if given.
-      A non-finite gradient skips the update and lowers the scale. Deciding to skip reads one flag
-      from the device per update, the only host-device sync in a native training call.
+    * dynamic (`auto_loss_scaling`): torch's `GradScaler`, starting from `loss_scaling` if given (2^16
+      otherwise): an update whose gradients hold an inf or NaN is skipped and the scale halves; after
+      2000 finite updates in a row it doubles. Deciding to skip reads one flag from the device per
+      update, the only host-device sync in a native training call. This is the native executor's
+      own scheme; the poptorch executor's is PopART's, which never skips an update (docs/execution.md).
     """
 
     def __init__(self, device_type: str, loss_scaling: Optional[float], auto_loss_scaling: bool, micro_batches_per_update: int) -> None:
         self.dynamic = auto_loss_scaling
         self.static_scale = None if auto_loss_scaling else loss_scaling
-        self._grad_scaler: Optional[torch.amp.GradScaler] = None
+        self._grad_scaler: Optional[Any] = None  # torch.amp.GradScaler (torch.cuda.amp's before torch 2.3)
         if auto_loss_scaling:
-            self._grad_scaler = torch.amp.GradScaler(device_type, init_scale=loss_scaling or DEFAULT_DYNAMIC_INIT_SCALE)
+            self._grad_scaler = grad_scaler(device_type, loss_scaling or DEFAULT_DYNAMIC_INIT_SCALE, key="auto_loss_scaling")
         # One multiplier folds the mean over micro-batches and a static scale into a single op.
         self.loss_factor = (self.static_scale or 1.0) / micro_batches_per_update
 

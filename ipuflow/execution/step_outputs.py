@@ -50,8 +50,9 @@ def _combine(values: List[torch.Tensor]) -> torch.Tensor:
 class OutputCollector:
     """Gathers one host call's micro-batch outputs, in ``[step][replica]`` order, by output mode.
 
-    ``all`` keeps every micro-batch, ``final`` the last step of each replica, ``every_n`` steps
-    N-1, 2N-1, ... of each replica, ``sum`` sums each replica's steps. The loss of every micro-batch
+    ``all`` keeps every micro-batch, ``final`` the last step of each replica, ``every_n`` every
+    micro-batch of device iterations N-1, 2N-1, ... (PopART's global batches), ``sum`` sums each
+    replica's steps. The loss of every micro-batch
     is kept as well, for the call's mean loss. Tensors stay on the device and are detached.
     """
 

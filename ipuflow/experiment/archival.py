@@ -1,20 +1,19 @@
-"""Model archives: `model.tar.gz` with the config, safetensors weights, vocabulary and metadata.
+"""Model archives: `model.tar.gz` with the config, safetensors weights, vocabulary and metadata
+(and a copy of each pretrained model's config and tokenizer, `pretrained/`).
 
 Archives hold data only (JSON config, safetensors weights, text vocabulary, no pickles), so loading
 one never runs code from it: its config may only name classes in ipuflow, installed plugins and
-packages the user included (see `ipuflow.config.import_policy`), and extraction refuses members
-that would land outside the target directory.
+packages the user included (see `ipuflow.config.import_policy`), only its settings that inference
+needs are taken (`archive_settings`), and extraction is bounded and refuses members that would land
+outside the target directory (`archive_extraction`).
 """
 
 from __future__ import annotations
 
-import gzip
 import io
 import json
-import os
 import tarfile
 import tempfile
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Optional, Sequence, Union
@@ -22,7 +21,12 @@ from typing import Any, Dict, Optional, Sequence, Union
 from ipuflow.config import ConfigurationError, Params
 from ipuflow.config.import_policy import ArchiveImportPolicy, recorded_packages
 from ipuflow.config.params import with_overrides
+from ipuflow.data.tokenizers.regex import patterns_from_untrusted_config
+from ipuflow.experiment.archive_extraction import extract_archive, unreadable_archive
+from ipuflow.experiment.archive_settings import inference_settings
+from ipuflow.experiment.archive_sizes import check_batch_size, check_model_shapes, check_vocabulary_size, weight_shapes
 from ipuflow.storage import ChecksumMismatch, file_sha256, verify_sha256, write_atomically
+from ipuflow.experiment.archived_pretrained import add_pretrained_copies, pretrained_copies_applied
 from ipuflow.experiment.serialization_dir import ARCHIVE_NAME, CONFIG_NAME, META_NAME, VOCABULARY_DIR
 from ipuflow.training.checkpointer import BEST_WEIGHTS_NAME
 
@@ -67,66 +71,10 @@ def archive_model(serialization_dir: Union[str, Path], weights: Optional[Union[s
                 archive.add(directory / VOCABULARY_DIR, arcname=VOCABULARY_DIR)
             if (directory / META_NAME).is_file():
                 archive.add(directory / META_NAME, arcname=META_NAME)
+            add_pretrained_copies(archive, directory / CONFIG_NAME)
 
     write_atomically(target, write)
     return target
-
-
-def extract_archive(archive_file: Union[str, Path], target: Union[str, Path]) -> None:
-    """Extract regular files and directories only, refusing any member that would land outside `target`.
-
-    A file that is not a whole gzip-compressed tar (truncated, corrupt, empty, another format) is a
-    `ConfigurationError` naming it.
-    """
-    target = Path(target).resolve()
-    try:
-        stream = gzip.open(archive_file, "rb")
-    except OSError as error:
-        raise unreadable_archive(archive_file, f"it cannot be opened ({error.strerror or error})") from None
-    # Only errors in reading the archive are its fault; one in writing the extracted files (a full
-    # disk) goes up as it is.
-    try:
-        with stream, tarfile.open(fileobj=stream, mode="r:") as archive:
-            members = archive.getmembers()
-            for member in members:
-                destination = (target / member.name).resolve()
-                if not (member.isfile() or member.isdir()) or os.path.commonpath([target, destination]) != str(target):
-                    raise ConfigurationError(
-                        f"{archive_file}: refusing to extract {member.name!r}: it is not a plain file or directory "
-                        f"inside the archive's folder."
-                    )
-            for member in members:
-                archive.extract(member, target, set_attrs=False, **_DATA_FILTER)
-            while stream.read(1 << 20):  # read to the gzip trailer, whose checksum catches damaged data
-                pass
-    except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile) as error:
-        raise unreadable_archive(archive_file, _reading_failure(error)) from None
-
-
-# Python's own guard against tar members that escape or carry special files (3.12, back-ported to 3.8+).
-_DATA_FILTER: Dict[str, Any] = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
-
-
-def unreadable_archive(archive_file: Union[str, Path], reason: str) -> ConfigurationError:
-    """The error for a file given as an archive that cannot be one."""
-    return ConfigurationError(
-        f"{archive_file} is not a readable model archive: {reason}. A model archive is the model.tar.gz "
-        f"that `ipuflow train` writes (or the run directory that holds it); this file may be truncated, "
-        f"damaged in transfer, or something else."
-    )
-
-
-def _reading_failure(error: BaseException) -> str:
-    detail = str(error) or type(error).__name__
-    if isinstance(error, EOFError) or "unexpected end" in detail:
-        return f"it ends too early ({detail})"
-    if "empty file" in detail:
-        return "it is empty"
-    if isinstance(error, gzip.BadGzipFile) and "not a gzipped file" in detail.lower():
-        return "it is not a gzip-compressed file"
-    if isinstance(error, (zlib.error, gzip.BadGzipFile)):
-        return f"its compressed data is damaged ({detail})"
-    return f"it is not a tar archive ({detail})"
 
 
 def load_archive(path: Union[str, Path], overrides: Union[str, Dict[str, Any]] = "",
@@ -136,7 +84,8 @@ def load_archive(path: Union[str, Path], overrides: Union[str, Dict[str, Any]] =
     `overrides` edits the archived config (e.g. the reader); `weights_file` replaces the weights.
     The archive's config may only name classes in ipuflow, in installed plugins and in included
     packages: `include_packages` imports and allows more (it runs their code, as `--include-package`
-    does). Nothing the archive names is imported otherwise.
+    does). Nothing the archive names is imported otherwise. Of its settings, only those inference
+    needs are taken (see `archive_settings`); `overrides` may set any.
     """
     if include_packages:
         from ipuflow.plugins import include_packages as include
@@ -145,13 +94,28 @@ def load_archive(path: Union[str, Path], overrides: Union[str, Dict[str, Any]] =
     path = Path(path)
     if not path.exists():
         raise ConfigurationError(f"Archive {path} does not exist.")
-    if path.is_dir():
-        archived = path / ARCHIVE_NAME
-        if archived.is_file():
-            return _load_from_directory_archive(archived, overrides, weights_file)
-        weights = Path(weights_file) if weights_file else path / BEST_WEIGHTS_NAME
-        return _load_from_directory(path, weights, overrides, f"the run directory {path}")
-    return _load_from_directory_archive(path, overrides, weights_file)
+    try:
+        if path.is_dir():
+            archived = path / ARCHIVE_NAME
+            if archived.is_file():
+                return _load_from_directory_archive(archived, overrides, weights_file)
+            weights = Path(weights_file) if weights_file else path / BEST_WEIGHTS_NAME
+            return _load_from_directory(path, weights, overrides, f"the run directory {path}")
+        return _load_from_directory_archive(path, overrides, weights_file)
+    except MALFORMED_ARCHIVE_ERRORS as error:
+        # What a well-formed archive never raises: its files are shaped otherwise than ipuflow writes them.
+        detail = " ".join(str(error).split())[:300] or type(error).__name__
+        raise ConfigurationError(
+            f"{path} is not a well-formed model archive: reading it failed with {type(error).__name__} ({detail}). It "
+            "was not written by `ipuflow train` as it is, or was edited or damaged since; use the model.tar.gz that "
+            "training wrote (--debug shows where it failed)."
+        ) from error
+
+
+MALFORMED_ARCHIVE_ERRORS = (RecursionError, IndexError, KeyError, NotADirectoryError, IsADirectoryError,
+                            UnicodeDecodeError)
+"""Errors that loading an archive raises only when its files are malformed (nested too deeply, cut
+short, a file where a directory belongs)."""
 
 
 def _load_from_directory_archive(archive_file: Path, overrides: Union[str, Dict[str, Any]],
@@ -179,8 +143,9 @@ def _read_json(path: Path, source: str) -> Any:
     """A JSON file of an archive: plain JSON, never Jsonnet (which could import local files)."""
     try:
         return json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as error:
-        raise ConfigurationError(f"{source}: {path.name} is not valid JSON ({error}).") from None
+    except (ValueError, UnicodeDecodeError, RecursionError) as error:
+        raise ConfigurationError(f"{source}: {path.name} is not valid JSON ({type(error).__name__}: "
+                                 f"{str(error)[:200]}).") from None
 
 
 def _load_from_directory(directory: Path, weights: Path, overrides: Union[str, Dict[str, Any]],
@@ -202,25 +167,34 @@ def _load_from_directory(directory: Path, weights: Path, overrides: Union[str, D
         raise ConfigurationError(f"{source}: {CONFIG_NAME} holds {type(raw).__name__}, not a config object.")
     meta_path = directory / META_NAME
     meta = _read_json(meta_path, source) if meta_path.is_file() else {}
+    raw = inference_settings(raw, source)  # before the user's overrides, which may set anything
+    check_batch_size(raw, source)
     if overrides:
         from ipuflow.config.params import parse_overrides
 
         raw = with_overrides(raw, parse_overrides(overrides))
     config = Params(raw)
     policy = ArchiveImportPolicy(source=source, trained_with=recorded_packages(meta))
-    with policy.applied():
+    shapes = weight_shapes(weights, source)
+    with policy.applied(), patterns_from_untrusted_config(), pretrained_copies_applied(directory):
         vocab_dir = directory / VOCABULARY_DIR
+        check_vocabulary_size(vocab_dir, shapes, source)
         vocab = Vocabulary.from_files(str(vocab_dir)) if vocab_dir.is_dir() else Vocabulary.empty()
-        model_params = config.duplicate().get("model")
-        if model_params is None:
+        if config.get("model") is None:
             raise ConfigurationError(f"{config_path}: the config has no 'model' section.")
-        model = Model.from_params(model_params, vocab=vocab)
+        check_model_shapes(lambda: Model.from_params(config.duplicate().get("model"), vocab=vocab), shapes, source)
+        model = Model.from_params(config.duplicate().get("model"), vocab=vocab)
         try:
             state = load_file(str(weights))
         except Exception as error:  # safetensors raises its own SafetensorError, not an OSError
             raise ConfigurationError(f"{source}: the weights file {weights.name} is not readable safetensors "
                                      f"({error}).") from None
-        missing, unexpected = model.load_state_dict(state, strict=False)
+        try:
+            missing, unexpected = model.load_state_dict(state, strict=False)
+        except RuntimeError as error:  # a tensor of another shape than the config's model has
+            detail = " ".join(str(error).split())
+            raise ConfigurationError(f"{source}: the weights do not fit the model the config builds "
+                                     f"({detail[:500]}).") from None
         if missing or unexpected:
             raise ConfigurationError(
                 f"{weights} does not fit the model the config builds: missing {sorted(missing)[:5]}, "

@@ -20,7 +20,6 @@ import torch
 
 from ipuflow.config import ConfigurationError, Params
 from ipuflow.config.component_names import registered_name_of
-from ipuflow.config.errors import did_you_mean
 from ipuflow.data.loader import DataLoader
 from ipuflow.training.callbacks.batch_callback import BatchCallbackAdapter
 from ipuflow.training.callbacks.epoch_callback import EpochCallbackAdapter
@@ -62,14 +61,22 @@ def dry_run(params: Params, serialization_dir: Path, file_friendly_logging: bool
 
 
 def _with_native_stand_in(params: Params) -> Params:
-    """`params` with the poptorch executor replaced by a native CPU one with the same batching options."""
+    """`params` with the poptorch executor replaced by a native CPU one with the same batching options,
+    those of its `ipu_config` file included (where the block and the trainer's spellings leave them out,
+    as for the poptorch executor itself)."""
     from ipuflow.config.from_params import config_parameters
     from ipuflow.execution.executor import StepExecutor
+    from ipuflow.execution.optimum_ipu_config import ipu_config_applied
 
     shared = set(config_parameters(StepExecutor, StepExecutor.__init__)) - {
         "model", "optimizer", "training", "precision", "loss_scaling", "auto_loss_scaling"}
     config = params.as_dict()
-    executor = config["trainer"]["executor"]
+    trainer = config["trainer"]
+    spellings = {"num_gradient_accumulation_steps": "gradient_accumulation", "grad_norm": "max_grad_norm",
+                 "grad_clipping": "max_grad_value"}
+    given = {key: trainer[name] for name, key in spellings.items() if trainer.get(name) not in (None, False)}
+    with ipu_config_applied(Params(trainer["executor"], history="trainer.executor."), given) as merged:
+        executor = merged.as_dict()
     config["trainer"]["executor"] = {"type": "native", "device": "cpu",
                                      **{key: value for key, value in executor.items() if key in shared}}
     return Params(config)
@@ -89,11 +96,11 @@ def training_plan(trainer: Any, datasets: Mapping[str, List[Any]]) -> Dict[str, 
         )
     updates_per_epoch = calls * trainer.executor.updates_per_call
     total = updates_per_epoch * trainer.num_epochs
-    max_steps = getattr(trainer, "_max_steps", None)
-    if max_steps is not None:
-        total = min(total, max_steps)
+    if trainer.max_steps is not None:
+        total = min(total, trainer.max_steps)
     plan: Dict[str, Any] = {
         "num_epochs": trainer.num_epochs,
+        "max_steps": trainer.max_steps,
         "total_optimizer_updates": total,
         "training_samples_dropped_per_epoch": len(datasets["train"]) - min(calls * loader.combined_batch_size,
                                                                             len(datasets["train"])),
@@ -219,16 +226,13 @@ def _check_validation_metric(trainer: Any, device: torch.device) -> List[str]:
         model.train(was_training)
     if isinstance(outputs.get("loss"), torch.Tensor):
         reported.add("loss")
-    for sign, name in trainer.metric_tracker.tracked_metrics:
-        if name not in reported:
-            extensions = [metric for metric in sorted(reported) if metric.startswith(name)]  # `acc` for `accuracy`
-            hint = f" Did you mean {extensions[0]!r}?" if extensions else did_you_mean(name, sorted(reported))
-            raise ConfigurationError(
-                f"{'+' if sign > 0 else '-'}{name} names {name!r}, which the model "
-                f"does not report in validation.{hint} It reports: "
-                f"{', '.join(sorted(reported)) or 'nothing'}.",
-                path="trainer.validation_metric",
-            )
+    examples = getattr(trainer, "validation_examples", None)
+    if examples is not None:  # a postprocessor's metrics join the model's at every validation
+        reported.update(examples.postprocessor.metric_names())
+    try:
+        trainer.metric_tracker.check_names(reported)
+    except ConfigurationError as error:
+        raise error.locate("trainer.") from None
     return sorted(reported)
 
 

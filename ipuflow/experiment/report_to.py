@@ -19,15 +19,28 @@ def _callback_type(entry: Any) -> Optional[str]:
     return None
 
 
+def _installed(tracker: str) -> bool:
+    """Whether the package a tracker needs is installed (TensorBoard's writer always is)."""
+    import importlib.util
+
+    return tracker == "tensorboard" or importlib.util.find_spec(tracker) is not None
+
+
 def reported_trackers(report_to: Union[None, str, List[str]]) -> List[str]:
-    """The tracker names `report_to` gives (a name or a list), checked."""
+    """The tracker names `report_to` gives (a name or a list), checked. As in the Hugging Face
+    Trainer, ``"all"`` is every tracker whose package is installed and ``"none"`` is none."""
+    if report_to == "none":
+        return []
+    if report_to == "all":
+        return [tracker for tracker in TRACKERS if _installed(tracker)]
     names = [report_to] if isinstance(report_to, str) else list(report_to or [])
     for index, name in enumerate(names):
         where = "report_to" if isinstance(report_to, str) else f"report_to.{index}"
         if name not in TRACKERS:
             raise ConfigurationError(
                 f"{where}: {name!r} is not a tracker ipuflow reports to.{did_you_mean(str(name), TRACKERS)} "
-                f"Trackers: {', '.join(TRACKERS)} (give other callbacks in trainer.callbacks)."
+                f"Trackers: {', '.join(TRACKERS)}, or \"all\" (those installed) or \"none\" (give other callbacks in "
+                "trainer.callbacks)."
             )
     return names
 

@@ -9,7 +9,7 @@ import platform
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 from ipuflow.config import ConfigurationError, Params
 from ipuflow.storage import LOCK_NAME, RunDirectoryLock
@@ -24,8 +24,9 @@ ARCHIVE_NAME = "model.tar.gz"
 
 
 # The only config keys `--recover` lets change, and only upwards: the limits that end training. A run
-# that stopped at one of them continues when it is raised; a removed `max_steps` counts as raised.
-RECOVERABLE_KEYS = ("trainer.num_epochs", "trainer.max_steps")
+# that stopped at one of them continues when it is raised; a removed `max_steps` or `patience` counts
+# as raised (a run that stopped early continues when its patience is raised or cleared).
+RECOVERABLE_KEYS = ("trainer.num_epochs", "trainer.max_steps", "trainer.patience")
 
 
 def prepare_serialization_dir(directory: Path, params: Params, recover: bool, force: bool,
@@ -43,6 +44,8 @@ def prepare_serialization_dir(directory: Path, params: Params, recover: bool, fo
                                  f"{directory}, --force deletes it and starts over.")
     if not recover and not force:
         _refuse_contents(directory)
+    if force:
+        refuse_forced_removal(directory)  # before the lock file is written into it
     if recover:
         saved = directory / CONFIG_NAME
         if not saved.is_file():
@@ -57,7 +60,7 @@ def prepare_serialization_dir(directory: Path, params: Params, recover: bool, fo
         if differences:
             raise ConfigurationError(
                 f"--recover: the config differs from the one the run in {directory} started with, at: "
-                f"{'; '.join(differences)}. Recover with the same config (only {' and '.join(RECOVERABLE_KEYS)} "
+                f"{'; '.join(differences)}. Recover with the same config (only {', '.join(RECOVERABLE_KEYS)} "
                 "may be raised), or start a new run in another directory."
             )
         return raised
@@ -72,6 +75,11 @@ def prepare_serialization_dir(directory: Path, params: Params, recover: bool, fo
 def refuse_unusable_directory(directory: Path) -> None:
     """A clear error if `directory` is a file, or cannot be created because of a file or permissions
     in its way (a dry run checks this too, so that the real run does not fail on it later)."""
+    if directory.is_symlink() and not directory.exists():
+        raise ConfigurationError(
+            f"Serialization directory {directory} is a symbolic link to {os.readlink(directory)}, which does not "
+            "exist. Create the directory it points to, remove the link, or choose another path for -s."
+        )
     if directory.exists() and not directory.is_dir():
         raise ConfigurationError(
             f"Serialization directory {directory} is a file, not a directory. Choose another path for -s, or move "
@@ -98,12 +106,78 @@ def _refuse_contents(directory: Path) -> None:
         )
 
 
+def refuse_forced_removal(directory: Path) -> None:
+    """A clear error unless `--force` may empty `directory`: it must not be a home, a filesystem root,
+    the working directory or one above it, and if it holds anything, that must be recognisably an
+    ipuflow run (see `is_run_directory`); ipuflow deletes only what it created."""
+    resolved = directory.resolve()
+    protected = _protected_reason(resolved)
+    if protected:
+        raise ConfigurationError(
+            f"--force refuses to delete the contents of {directory}: it is {protected}. --force empties a run "
+            "directory that ipuflow created; give -s a directory of its own for the run."
+        )
+    if not resolved.is_dir():
+        return
+    found = sorted(entry.name for entry in resolved.iterdir() if entry.name != LOCK_NAME)
+    if found and not is_run_directory(resolved):
+        shown = ", ".join(found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
+        raise ConfigurationError(
+            f"--force refuses to delete the contents of {directory}: it is not an ipuflow run directory (no "
+            f"{META_NAME} written by ipuflow; it holds {shown}). ipuflow deletes only what it created: choose an "
+            "empty or new directory for -s, or remove these files yourself."
+        )
+
+
+def is_run_directory(directory: Path) -> bool:
+    """Whether `directory` is recognisably one `ipuflow train` created: its `meta.json` records the
+    ipuflow version that started the run, or it holds the config and the log of a start."""
+    try:
+        meta = json.loads((directory / META_NAME).read_text(encoding="utf-8"))
+        if isinstance(meta, dict) and "ipuflow_version" in meta:
+            return True
+    except (OSError, UnicodeDecodeError, ValueError):
+        pass
+    # A start stopped before meta.json: its config, and a log that ipuflow's loggers wrote.
+    if not (directory / CONFIG_NAME).is_file():
+        return False
+    try:
+        with open(directory / LOG_NAME, "rb") as log:
+            return b" ipuflow." in log.read(1 << 16)
+    except OSError:
+        return False
+
+
+def _protected_reason(resolved: Path) -> str:
+    """Why `resolved` (an absolute path, symlinks resolved) must never be emptied, or ''."""
+    if resolved == Path(resolved.anchor) or (resolved.is_dir() and os.path.ismount(resolved)):
+        return "a filesystem root"
+    homes = {Path(os.path.expanduser("~"))}
+    if os.environ.get("HOME"):
+        homes.add(Path(os.environ["HOME"]))
+    try:
+        import pwd
+
+        homes.update(Path(user.pw_dir) for user in pwd.getpwall() if user.pw_dir not in ("", "/"))
+    except ImportError:  # pragma: no cover - not POSIX
+        pass
+    if resolved in {home.resolve() for home in homes}:
+        return "a home directory"
+    working = Path.cwd().resolve()
+    if resolved == working:
+        return "the working directory"
+    if resolved in working.parents:
+        return f"a parent of the working directory ({working})"
+    return ""
+
+
 def _remove_contents(directory: Path) -> None:
     """Everything in `directory` but its lock, which this process holds."""
     import shutil
 
     if not directory.is_dir():
         return
+    refuse_forced_removal(directory)  # again, now that the lock keeps other processes out
     for entry in directory.iterdir():
         if entry.name == LOCK_NAME:
             continue
@@ -111,6 +185,33 @@ def _remove_contents(directory: Path) -> None:
             shutil.rmtree(entry)
         else:
             entry.unlink()
+
+
+def remove_new_entries(directory: Path, before: Set[str]) -> None:
+    """Remove what was added to `directory` since it held the entries `before` (its lock aside)."""
+    import shutil
+
+    if not directory.is_dir():
+        return
+    for entry in directory.iterdir():
+        if entry.name in before or entry.name == LOCK_NAME:
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+
+
+def remove_if_empty(directory: Path) -> None:
+    """Remove `directory` if it holds nothing but an unlocked lock file (a run directory this
+    command created and then left empty)."""
+    if not directory.is_dir() or any(entry.name != LOCK_NAME for entry in directory.iterdir()):
+        return
+    (directory / LOCK_NAME).unlink(missing_ok=True)
+    try:
+        directory.rmdir()
+    except OSError:
+        pass  # something appeared in it meanwhile: it stays
 
 
 def read_saved_config(path: Path) -> Params:
@@ -142,7 +243,7 @@ _DEFAULT = object()
 
 
 def _is_raised(key: str, old: Any, new: Any) -> bool:
-    if key == "trainer.max_steps":
+    if key in ("trainer.max_steps", "trainer.patience"):
         if new is _DEFAULT or new is None:
             return True  # no limit
         return old is not _DEFAULT and old is not None and isinstance(new, int) and isinstance(old, int) and new > old
@@ -173,11 +274,13 @@ def config_differences(saved: Params, current: Params) -> List[str]:
     return differences
 
 
-def run_metadata() -> Dict[str, Any]:
-    """Versions of ipuflow, torch and Python, the packages included (`--include-package`), and the
-    git commit of the working directory if any.
+def run_metadata(previous: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+    """Versions of ipuflow, torch and Python, the command, the packages included
+    (`--include-package`), and the git commit of the working directory if any.
 
     `include_packages` lets a later user of the archive learn which package its config may need.
+    `previous` is the meta.json of the run this command resumes: its commands are kept, oldest first,
+    as `earlier_commands`.
     """
     import torch
 
@@ -191,6 +294,12 @@ def run_metadata() -> Dict[str, Any]:
         "command": " ".join(["ipuflow"] + sys.argv[1:]),
         "include_packages": included_packages(),
     }
+    if previous is not None:
+        earlier = previous.get("earlier_commands")
+        earlier = [command for command in earlier if isinstance(command, str)] if isinstance(earlier, list) else []
+        if isinstance(previous.get("command"), str):
+            earlier.append(previous["command"])
+        meta["earlier_commands"] = earlier
     try:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, check=False)
         if commit.returncode == 0:
@@ -207,6 +316,25 @@ class _ConsoleFilter(logging.Filter):
         return record.levelno >= logging.WARNING or not record.name.startswith("ipuflow.config")
 
 
+_LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+def log_to_run_file(directory: Path, level: int, message: str) -> None:
+    """Write one record to `directory`'s out.log only (the terminal has already been told, by the
+    command's error paragraph); nothing if the run has no out.log."""
+    path = directory / LOG_NAME
+    if not path.is_file():
+        return
+    record = logging.getLogger("ipuflow.experiment.run").makeRecord("ipuflow.experiment.run", level, __file__, 0,
+                                                                     message, (), None)
+    handler = logging.FileHandler(path, mode="a")
+    try:
+        handler.setFormatter(logging.Formatter(_LOG_FORMAT))
+        handler.handle(record)
+    finally:
+        handler.close()
+
+
 def configure_logging(log_file: Optional[Path] = None, file_friendly: bool = False) -> None:
     """Log INFO to stderr (config values excepted) and everything at INFO to `log_file` if given."""
     root = logging.getLogger()
@@ -216,13 +344,13 @@ def configure_logging(log_file: Optional[Path] = None, file_friendly: bool = Fal
             root.removeHandler(handler)
             handler.close()
     console = logging.StreamHandler(sys.stderr)
-    console.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s", "%H:%M:%S"))
+    console.setFormatter(logging.Formatter(_LOG_FORMAT, "%H:%M:%S"))
     console.addFilter(_ConsoleFilter())
     console._ipuflow = True  # type: ignore[attr-defined]
     root.addHandler(console)
     if log_file is not None:
         to_file = logging.FileHandler(log_file, mode="a")
-        to_file.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        to_file.setFormatter(logging.Formatter(_LOG_FORMAT))
         to_file._ipuflow = True  # type: ignore[attr-defined]
         root.addHandler(to_file)
     if file_friendly:

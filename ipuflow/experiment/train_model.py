@@ -7,7 +7,7 @@ import logging
 import random
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Union
+from typing import Any, Callable, ClassVar, Dict, List, Optional, Union
 
 import numpy
 import torch
@@ -18,6 +18,7 @@ from ipuflow.data.readers import DatasetReader
 from ipuflow.data.vocabulary import Vocabulary
 from ipuflow.distributed import is_primary
 from ipuflow.distributed.collectives import barrier
+from ipuflow.evaluation.example_scoring import ExampleScoring
 from ipuflow.evaluation.inference import evaluation_loader
 from ipuflow.evaluation.postprocessor import Postprocessor
 from ipuflow.execution.executor import StepExecutor
@@ -80,6 +81,14 @@ class TrainModel(Registrable):
     `random_seed`, `numpy_seed`, `pytorch_seed`, `report_to`.
     """
 
+    replaced_keys: ClassVar[Dict[str, str]] = {
+        "distributed": "is AllenNLP's way to train on several devices (cuda_devices, one spawned worker each); ipuflow "
+                       "uses torchrun instead: remove the block and run `torchrun --nproc_per_node N -m ipuflow train "
+                       "CONFIG -s DIR` (one process per device; trainer.executor.distributed_backend picks nccl or "
+                       "gloo), or simulate N replicas in one process with trainer.executor.replication_factor.",
+    }
+    """AllenNLP top-level keys, each refused with what replaces it in ipuflow."""
+
     default_implementation = "default"
 
     def __init__(
@@ -88,9 +97,10 @@ class TrainModel(Registrable):
         model: Model,
         trainer: Trainer,
         vocab: Vocabulary,
-        datasets: Dict[str, List[Any]],
+        datasets: Dict[str, Any],
         test_data_loader: Optional[DataLoader] = None,
         evaluate_on_test: bool = False,
+        postprocessor: Optional[Postprocessor] = None,
     ) -> None:
         self.serialization_dir = Path(serialization_dir)
         self.model = model
@@ -99,6 +109,7 @@ class TrainModel(Registrable):
         self.datasets = datasets
         self.test_data_loader = test_data_loader
         self.evaluate_on_test = evaluate_on_test
+        self.postprocessor = postprocessor
 
     @classmethod
     def from_partial_objects(
@@ -119,7 +130,7 @@ class TrainModel(Registrable):
         random_seed: Optional[int] = 13370,
         numpy_seed: Optional[int] = 1337,
         pytorch_seed: Optional[int] = 133,
-        postprocessor: Optional[Postprocessor] = None,
+        postprocessor: Optional[Lazy[Postprocessor]] = None,
         report_to: Optional[Union[str, List[str]]] = None,
     ) -> "TrainModel":
         """Read the data, build the vocabulary, the model, the loaders and the trainer, in that order.
@@ -130,7 +141,9 @@ class TrainModel(Registrable):
             (default: all that are given).
         evaluate_on_test: after training, score the best model on `test_data_path`.
         random_seed: seeds Python's `random` (null skips seeding); numpy_seed and pytorch_seed likewise.
-        postprocessor: used by `ipuflow evaluate` to map outputs back to examples (checked here).
+        postprocessor: maps the outputs of a dataset's instances back to its examples and scores those
+            (e.g. `squad_answers`, `grouped_vote`): at every validation, on the test set, in
+            `ipuflow evaluate` and `ipuflow predict`; its metrics join the model's.
         report_to: experiment trackers to log to, e.g. ["tensorboard", "mlflow"] (adds their
             callbacks to trainer.callbacks; choices: tensorboard, wandb, mlflow).
         """
@@ -151,7 +164,8 @@ class TrainModel(Registrable):
             started = time.perf_counter()
             try:
                 # Columnar and memory-mapped, from the data cache when this reader has read this file before.
-                datasets[name] = reader.read_columnar(path)
+                # A postprocessor reads the evaluation sets' metadata fields (example ids, offsets, answers).
+                datasets[name] = reader.read_columnar(path, metadata=postprocessor is not None and name != "train")
             except ConfigurationError as error:
                 # A reader names its keys relative to itself; reading happens outside the resolver.
                 error.locate("validation_dataset_reader." if reader is validation_dataset_reader else "dataset_reader.")
@@ -189,13 +203,23 @@ class TrainModel(Registrable):
         evaluation_config = (validation_data_loader or data_loader).params
         validation_loader = evaluation_loader(evaluation_config, indexed["validation"]) if "validation" in indexed else None
         test_loader = evaluation_loader(evaluation_config, indexed["test"]) if "test" in indexed else None
+        built_postprocessor = postprocessor.construct(vocab=vocab) if postprocessor is not None else None
+        examples = None if built_postprocessor is None or "validation" not in datasets else ExampleScoring(
+            built_postprocessor, datasets["validation"].instances(), built_model)
         built_trainer = trainer.construct(
             model=built_model,
             serialization_dir=serialization_dir,
             data_loader=train_loader,
             validation_data_loader=validation_loader,
+            validation_examples=examples,
         )
-        return cls(serialization_dir, built_model, built_trainer, vocab, datasets, test_loader, evaluate_on_test)
+        if examples is not None and getattr(built_trainer, "validation_examples", None) is not examples:
+            raise ConfigurationError(
+                f"{type(built_trainer).__name__} cannot post-process its validations (it takes no validation_examples); "
+                "use the gradient_descent trainer, or remove the top-level postprocessor (ipuflow evaluate takes one "
+                "with -o).", key="postprocessor")
+        return cls(serialization_dir, built_model, built_trainer, vocab, datasets, test_loader, evaluate_on_test,
+                   built_postprocessor)
 
     def run(self, on_phase: Optional[Callable[[str], None]] = None) -> Dict[str, Any]:
         """Train, then score the best model on the test set when asked; return the final metrics.
@@ -213,7 +237,9 @@ class TrainModel(Registrable):
             logger.info("Evaluating the best model on the test set")
             executor = self.trainer.executor.inference_executor()
             executor.prepare(self.test_data_loader)
-            test_metrics = self.trainer.evaluate_test_set(executor, self.test_data_loader)
+            examples = None if self.postprocessor is None else ExampleScoring(
+                self.postprocessor, self.datasets["test"].instances(), self.model)
+            test_metrics = self.trainer.evaluate_test_set(executor, self.test_data_loader, examples)
             metrics.update({f"test_{key}": value for key, value in test_metrics.items()})
             if status.training_finished:
                 status.metrics.update({f"test_{key}": value for key, value in test_metrics.items()})

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import logging
 import re
+import shutil
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import torch
 
 from ipuflow.config import ConfigurationError
 from ipuflow.execution.onnx_metadata import METADATA_KEY, OnnxInput, OnnxRecord, weights_digest
+from ipuflow.torch_features import DYNAMO_ONNX_EXPORT, ONNX_EXPORTER_CHOICE, require_torch, torch_at_least
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +46,7 @@ class ExportReport:
     max_abs_diff: Dict[str, float]
     checked_batches: int
     fallback_from: List[str]
+    fusions: Optional[Dict[str, int]] = None
 
     def summary(self) -> Dict[str, Any]:
         """A JSON-able summary for the command line."""
@@ -56,6 +60,7 @@ class ExportReport:
             "outputs": self.record.outputs,
             "parity_batches": self.checked_batches,
             "max_abs_diff": self.max_abs_diff,
+            "transformer_fusions": self.fusions or {},
         }
 
 
@@ -158,6 +163,30 @@ def _summary_line(error: BaseException) -> str:
     return re.sub(r"\x1b\[[0-9;]*m", "", lines[0] if lines else type(error).__name__)
 
 
+# The exporters' loggers: torch.onnx's registry warns about every torchvision op it skips when
+# torchvision is absent, and onnxscript's and onnx_ir's passes log each step at INFO.
+_EXPORTER_LOGGERS = ("torch.onnx", "onnxscript", "onnx_ir")
+
+
+@contextlib.contextmanager
+def quiet_exporters() -> Iterator[None]:
+    """Keep the exporters' progress chatter and FutureWarnings out of the terminal while exporting;
+    their errors still reach it (ERROR and above), and a failed export is reported by ipuflow."""
+    import warnings
+
+    loggers = [logging.getLogger(name) for name in _EXPORTER_LOGGERS]
+    levels = [logger_.level for logger_ in loggers]
+    for logger_ in loggers:
+        logger_.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            yield
+    finally:
+        for logger_, level in zip(loggers, levels):
+            logger_.setLevel(level)
+
+
 def _export_proto(wrapper: ForwardByPosition, arguments: Tuple[torch.Tensor, ...], batch: Mapping[str, torch.Tensor],
                   output_names: List[str], dynamic: bool, opset: int, exporter: str) -> Any:
     """The ONNX ModelProto of `wrapper` from the torch.export-based exporter ("dynamo") or the
@@ -166,10 +195,11 @@ def _export_proto(wrapper: ForwardByPosition, arguments: Tuple[torch.Tensor, ...
 
     input_names = wrapper.input_names
     if exporter == "dynamo":
-        program = torch.onnx.export(
-            wrapper, arguments, None, input_names=input_names, output_names=output_names, opset_version=opset,
-            dynamo=True, dynamic_shapes={"inputs": _dynamic_shapes(batch)} if dynamic else None, verbose=False,
-        )
+        with quiet_exporters():
+            program = torch.onnx.export(
+                wrapper, arguments, None, input_names=input_names, output_names=output_names, opset_version=opset,
+                dynamo=True, dynamic_shapes={"inputs": _dynamic_shapes(batch)} if dynamic else None, verbose=False,
+            )
         assert program is not None  # f=None returns the program
         return program.model_proto
     import io
@@ -186,11 +216,13 @@ def _export_proto(wrapper: ForwardByPosition, arguments: Tuple[torch.Tensor, ...
             outputs = wrapper(*arguments)
         axes.update({name: {0: "batch"} for name, value in zip(output_names, outputs) if value.dim() and value.shape[0] == rows})
     buffer = io.BytesIO()
+    # Before torch 2.5 the TorchScript-based exporter is the only one, and `dynamo` no argument.
+    exporter_choice: Dict[str, Any] = {"dynamo": False} if torch_at_least(ONNX_EXPORTER_CHOICE) else {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # chosen on purpose, as the fallback (docs/onnx.md)
         torch.onnx.export(wrapper, arguments, buffer,  # type: ignore[arg-type]  # the TorchScript exporter takes a buffer
                           input_names=input_names, output_names=output_names,
-                          opset_version=opset, dynamo=False, dynamic_axes=axes)
+                          opset_version=opset, dynamic_axes=axes, **exporter_choice)
     return onnx.load_from_string(buffer.getvalue())
 
 
@@ -202,6 +234,8 @@ def export_model(model: torch.nn.Module, batch: Mapping[str, torch.Tensor], path
 
     from ipuflow.version import VERSION
 
+    if exporter == "dynamo":
+        require_torch(DYNAMO_ONNX_EXPORT, "the torch.export-based ONNX exporter (--exporter dynamo)")
     model.eval()
     input_names = list(batch)
     with torch.no_grad():
@@ -311,13 +345,16 @@ def parity_batches(batches: Sequence[Mapping[str, torch.Tensor]], dynamic: bool)
 def export_archive(archive_path: str, output: Union[str, Path], dynamic: bool = False, opset: int = DEFAULT_OPSET,
                    batch_size: Optional[int] = None, input_path: Optional[str] = None,
                    tolerance: float = DEFAULT_TOLERANCE, samples: int = 4, overrides: str = "",
-                   weights_file: Optional[str] = None, exporter: str = "auto") -> ExportReport:
+                   weights_file: Optional[str] = None, exporter: str = "auto", optimize: str = "auto") -> ExportReport:
     """Export the archived model's inference forward to `output` and check parity with PyTorch on
     `samples` batches of real data (plus a smaller batch and a shorter sequence when `dynamic`).
 
     `exporter` "auto" uses torch.export-based exporter and, if it cannot convert the model or its
     graph fails the parity check, the TorchScript-based one; "dynamo" or "torchscript" use only that
-    one. A file that fails the check is removed."""
+    one. A file that fails the check is removed.
+
+    `optimize` ("auto", "on", "off") applies ONNX Runtime's transformer fusions to the exported graph
+    (see `transformer_fusions`); the parity check then runs on the fused file."""
     from ipuflow.experiment.archival import load_archive
 
     archive = load_archive(archive_path, overrides=overrides, weights_file=weights_file)
@@ -334,13 +371,17 @@ def export_archive(archive_path: str, output: Union[str, Path], dynamic: bool = 
         )
     output = Path(output)
     checked = parity_batches(batches, dynamic)
-    exporters = ["dynamo", "torchscript"] if exporter == "auto" else [exporter]
+    if exporter == "auto":
+        exporters = ["dynamo", "torchscript"] if torch_at_least(DYNAMO_ONNX_EXPORT) else ["torchscript"]
+    else:
+        exporters = [exporter]
     failures: List[str] = []
     for index, name in enumerate(exporters):
         last = index == len(exporters) - 1
         try:
             record = export_model(model, batches[0], output, dynamic=dynamic, opset=opset, exporter=name)
-            differences = check_parity(model, output, checked, record, tolerance)
+            fusions, fused_differences = _fuse(model, output, checked, record, tolerance, optimize)
+            differences = fused_differences or check_parity(model, output, checked, record, tolerance)
         except (ExportError, ParityError) as error:
             output.unlink(missing_ok=True)
             if last:
@@ -350,10 +391,44 @@ def export_archive(archive_path: str, output: Union[str, Path], dynamic: bool = 
             failures.append(f"{name} exporter: {error}")
             logger.warning("export: the %s exporter failed (%s); trying the %s exporter.", name, error, exporters[index + 1])
             continue
-        record.parity = {"max_abs_diff": differences, "tolerance": tolerance, "fallback_from": failures}
+        record.parity = {"max_abs_diff": differences, "tolerance": tolerance, "fallback_from": failures,
+                         "transformer_fusions": fusions}
         _rewrite_record(output, record)
-        return ExportReport(output, record, differences, len(checked), failures)
+        return ExportReport(output, record, differences, len(checked), failures, fusions)
     raise AssertionError("unreachable")
+
+
+def _fuse(model: torch.nn.Module, output: Path, checked: Sequence[Mapping[str, torch.Tensor]], record: OnnxRecord,
+          tolerance: float, optimize: str) -> Tuple[Dict[str, int], Optional[Dict[str, float]]]:
+    """Replace `output` with its transformer-fused form when `optimize` asks for it and the fused file
+    passes the parity check: (the fused operators' counts, the fused file's parity differences), or
+    ({}, None) when `output` stays the plain export."""
+    from ipuflow.exporting.transformer_fusions import OPTIMIZE_CHOICES, fuse_transformer_operators, replace_with
+
+    if optimize not in OPTIMIZE_CHOICES:
+        raise ConfigurationError(key="optimize", expected=f"one of {list(OPTIMIZE_CHOICES)}", found=optimize)
+    if optimize == "off":
+        return {}, None
+    staging = output.parent / f".{output.name}.fusing"
+    fused_file = staging / output.name
+    large = sum(parameter.numel() * parameter.element_size() for parameter in model.parameters()) > EXTERNAL_DATA_BYTES
+    try:
+        fusions = fuse_transformer_operators(output, fused_file, large)
+        if not fusions:
+            logger.info("export: no transformer subgraph for ONNX Runtime's fusions; the graph stays as exported.")
+            return {}, None
+        try:
+            differences = check_parity(model, fused_file, checked, record, tolerance)
+        except ParityError as error:
+            if optimize == "on":
+                raise ParityError(f"With ONNX Runtime's transformer fusions ({fusions}): {error}") from error
+            logger.warning("export: the graph with ONNX Runtime's transformer fusions fails the parity check (%s); "
+                           "keeping the graph as exported.", error)
+            return {}, None
+        replace_with(fused_file, output)
+        return fusions, differences
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def _rewrite_record(path: Path, record: OnnxRecord) -> None:

@@ -7,15 +7,20 @@ from typing import Any, Dict, Optional
 import torch
 
 from ipuflow.metrics.metric import Metric
+from ipuflow.metrics.summed_over_ranks import summed_over_ranks
+
+ERROR_SUM, COUNT = 0, 1
 
 
 @Metric.register("mean_absolute_error")
 class MeanAbsoluteError(Metric):
-    """The mean of |prediction - gold| over the unmasked values."""
+    """The mean of |prediction - gold| over the unmasked values.
+
+    The sums stay on the predictions' device (in float64) and are read by `get_metric` only, summed
+    over the ranks under torchrun; each rank checkpoints its own."""
 
     def __init__(self) -> None:
-        self._error_sum: Any = None
-        self._count: Any = None
+        self._sums: Optional[torch.Tensor] = None
         self._updates = 0
 
     def __call__(self, predictions: torch.Tensor, gold: torch.Tensor, mask: Optional[torch.Tensor] = None) -> None:
@@ -26,33 +31,22 @@ class MeanAbsoluteError(Metric):
                 f"MeanAbsoluteError needs one prediction per gold value; got {tuple(predictions.shape)} "
                 f"predictions for {tuple(gold.shape)} gold values."
             )
-        if self._error_sum is None:
-            self._make_sums()
-        if self._error_sum.device != predictions.device:
-            self._error_sum = self._error_sum.to(predictions.device)
-            self._count = self._count.to(predictions.device)
+        if self._sums is None:
+            self._sums = torch.zeros(2, dtype=torch.float64, device=predictions.device)
+        elif self._sums.device != predictions.device:
+            self._sums = self._sums.to(predictions.device)
         errors = (predictions.reshape(gold.shape).float() - gold.float()).abs()
         # Weighting by the mask skips values without boolean indexing, which would sync with the host.
-        weights = torch.ones_like(errors) if mask is None else mask.reshape(gold.shape).to(errors.dtype)
-        self._error_sum.update((errors * weights).sum())
-        self._count.update(weights.sum())
+        weights = torch.ones_like(errors) if mask is None else mask.reshape(gold.shape).to(errors)
+        self._sums.add_(torch.stack([(errors * weights).sum(), weights.sum()]))
         self._updates += 1
-
-    def _make_sums(self) -> None:
-        from torchmetrics.aggregation import SumMetric  # importing torchmetrics takes a second
-
-        # Two sums rather than a weighted MeanMetric: with nan_strategy="disable" (needed to avoid
-        # a host read of every batch for the NaN check) torchmetrics 1.9's MeanMetric drops the
-        # weights, so masked values would count.
-        self._error_sum = SumMetric(nan_strategy="disable")
-        self._count = SumMetric(nan_strategy="disable")
 
     def get_metric(self, reset: bool = False) -> Dict[str, float]:
         """The mean absolute error so far (0.0 before any value)."""
         value = 0.0
-        if self._count is not None and self._updates > 0:
-            count = float(self._count.compute())
-            value = float(self._error_sum.compute()) / count if count > 0 else 0.0
+        if self._sums is not None and self._updates > 0:
+            error_sum, count = summed_over_ranks(self._sums).tolist()
+            value = error_sum / count if count > 0 else 0.0
         if reset:
             self.reset()
         return {"": value}
@@ -60,24 +54,20 @@ class MeanAbsoluteError(Metric):
     def reset(self) -> None:
         """Forget everything accumulated."""
         self._updates = 0
-        if self._error_sum is not None:
-            self._error_sum.reset()
-            self._count.reset()
+        if self._sums is not None:
+            self._sums.zero_()
 
     def state_dict(self) -> Dict[str, Any]:
-        """The summed errors, the count and the number of batches, on the CPU."""
-        if self._error_sum is None or self._updates == 0:
+        """This rank's summed errors and count and the number of batches, on the CPU."""
+        if self._sums is None or self._updates == 0:
             return {"updates": 0}
-        # The accumulated sums themselves, not compute(): under torchrun that sums every rank's.
-        return {"updates": self._updates, "error_sum": self._error_sum.sum_value.detach().cpu().clone(),
-                "count": self._count.sum_value.detach().cpu().clone()}
+        sums = self._sums.detach().cpu()
+        return {"updates": self._updates, "error_sum": sums[ERROR_SUM].clone(), "count": sums[COUNT].clone()}
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         """Continue from `state_dict`'s result."""
         self.reset()
         if state["updates"]:
-            if self._error_sum is None:
-                self._make_sums()
-            self._error_sum.update(state["error_sum"])
-            self._count.update(state["count"])
+            sums = torch.stack([state["error_sum"], state["count"]]).to(torch.float64)
+            self._sums = sums if self._sums is None else sums.to(self._sums.device)
             self._updates = state["updates"]

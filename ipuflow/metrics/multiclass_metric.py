@@ -1,4 +1,4 @@
-"""The shared part of classification metrics that wrap a torchmetrics multiclass metric."""
+"""The shared part of the classification metrics: class counts accumulated on the device."""
 
 from __future__ import annotations
 
@@ -8,34 +8,43 @@ import torch
 
 from ipuflow.config import validators
 from ipuflow.metrics.metric import Metric
-
-# The gold value that the wrapped torchmetrics metric ignores. Every negative gold label (such as
-# the -100 that marks rows padded onto the batch axis) and every masked row is turned into it.
-IGNORED = -1
+from ipuflow.metrics.summed_over_ranks import summed_over_ranks
 
 
 class MulticlassMetric(Metric):
     """A metric over class predictions: scores `[..., num_classes]` (or class ids `[...]`) against
-    gold class ids `[...]`. Rows with a negative gold label or a false `mask` are skipped.
+    gold class ids `[...]`. Rows with a negative gold label (such as the -100 of rows padded onto the
+    batch axis) or a false `mask` are skipped.
 
-    The torchmetrics object is made on the first batch (so `num_classes` can come from the scores'
-    last dimension) on the predictions' device, so accumulating needs no host-device copy.
+    A subclass keeps integer counts in one tensor, made on the first batch (so `num_classes` can come
+    from the scores' last dimension) on the predictions' device and updated there, so accumulating
+    reads nothing back to the host; `get_metric` reads them once, summed over the ranks under
+    torchrun. Each rank checkpoints its own counts.
     """
 
     def __init__(self, num_classes: Optional[int] = None) -> None:
         validators.positive_int("num_classes", num_classes, optional=True)
         self.num_classes = num_classes
-        self._metric: Any = None
+        self._counts: Optional[torch.Tensor] = None
         self._updates = 0
 
-    def _make(self, num_classes: int) -> Any:
-        """The torchmetrics metric for `num_classes` classes, ignoring gold label `IGNORED`."""
+    def _new_counts(self, num_classes: int, device: torch.device) -> torch.Tensor:
+        """Zero counts for `num_classes` classes."""
         raise NotImplementedError
 
-    def _persistent_metric(self, num_classes: int) -> Any:
-        metric = self._make(num_classes)
-        metric.persistent(True)  # its accumulated state then travels in its state_dict
-        return metric
+    def _add(self, counts: torch.Tensor, predictions: torch.Tensor, gold: torch.Tensor, keep: torch.Tensor) -> None:
+        """Add one batch to `counts`, in place: `predictions` are scores `[rows, classes]` or class ids
+        `[rows]`; `gold` `[rows]` holds 0 in the rows to skip, which `keep` (bool `[rows]`) marks false."""
+        raise NotImplementedError
+
+    def _values(self, counts: Optional[torch.Tensor]) -> Dict[str, float]:
+        """The metric's values from `counts` (None before any batch)."""
+        raise NotImplementedError
+
+    def _counts_from_stat_scores(self, tp: torch.Tensor, fp: torch.Tensor, fn: torch.Tensor) -> torch.Tensor:
+        """Counts from the true positives, false positives and false negatives that checkpoints held
+        while the metric wrapped a torchmetrics metric."""
+        raise NotImplementedError
 
     def __call__(self, predictions: torch.Tensor, gold: torch.Tensor, mask: Optional[torch.Tensor] = None) -> None:
         """Accumulate a batch of predictions."""
@@ -46,54 +55,52 @@ class MulticlassMetric(Metric):
                 f"{type(self).__name__} expects scores [..., classes] or class ids shaped like the gold "
                 f"labels {tuple(gold.shape)}; got {tuple(predictions.shape)} ({predictions.dtype})."
             )
-        if self._metric is None:
-            num_classes = self.num_classes or (predictions.shape[-1] if scores else None)
-            if num_classes is None:
+        if self.num_classes is None:
+            if not scores:
                 raise ValueError(f"{type(self).__name__} needs num_classes to take class ids as predictions.")
-            self.num_classes = num_classes
-            self._metric = self._persistent_metric(num_classes)
-        if self._metric.device != predictions.device:
-            self._metric = self._metric.to(predictions.device)
-        keep = gold >= 0 if mask is None else (gold >= 0) & mask.to(torch.bool)
-        gold = torch.where(keep, gold, torch.full_like(gold, IGNORED))
+            self.num_classes = predictions.shape[-1]
+        if self._counts is None:
+            self._counts = self._new_counts(self.num_classes, predictions.device)
+        elif self._counts.device != predictions.device:
+            self._counts = self._counts.to(predictions.device)
+        keep = gold >= 0 if mask is None else (gold >= 0) & mask.to(device=gold.device, dtype=torch.bool)
+        gold = torch.where(keep, gold, torch.zeros_like(gold))
         flat = predictions.reshape(-1, predictions.shape[-1]) if scores else predictions.reshape(-1)
-        self._metric.update(flat, gold.reshape(-1))
+        self._add(self._counts, flat, gold.reshape(-1).long(), keep.reshape(-1))
         self._updates += 1
-
-    def _computed(self) -> Optional[torch.Tensor]:
-        if self._metric is None or self._updates == 0:
-            return None
-        return self._metric.compute()
 
     def get_metric(self, reset: bool = False) -> Dict[str, float]:
         """The accumulated value(s)."""
-        values = self._values(self._computed())
+        # As when the metrics wrapped torchmetrics: the ranks meet only once they have seen a batch.
+        counts = summed_over_ranks(self._counts) if self._counts is not None and self._updates > 0 else None
+        values = self._values(counts)
         if reset:
             self.reset()
         return values
 
-    def _values(self, computed: Optional[torch.Tensor]) -> Dict[str, float]:
-        return {"": 0.0 if computed is None else float(computed)}
-
     def reset(self) -> None:
         """Forget everything accumulated."""
         self._updates = 0
-        if self._metric is not None:
-            self._metric.reset()
+        if self._counts is not None:
+            self._counts.zero_()
 
     def state_dict(self) -> Dict[str, Any]:
-        """The class count, the number of batches and the torchmetrics state, on the CPU."""
-        if self._metric is None:
-            return {"num_classes": self.num_classes, "updates": 0}
-        tensors = {key: value.detach().cpu() for key, value in self._metric.state_dict().items()}
-        return {"num_classes": self.num_classes, "updates": self._updates, "state": tensors}
+        """The class count, the number of batches and this rank's counts, on the CPU."""
+        state: Dict[str, Any] = {"num_classes": self.num_classes, "updates": self._updates}
+        if self._counts is not None:
+            state["counts"] = self._counts.detach().cpu().clone()
+        return state
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
-        """Continue from `state_dict`'s result."""
+        """Continue from `state_dict`'s result (or from a checkpoint of the torchmetrics-based metric)."""
         self.num_classes = state["num_classes"]
         self._updates = state["updates"]
+        counts: Optional[torch.Tensor] = state.get("counts")
         if "state" in state:
-            self._metric = self._persistent_metric(self.num_classes)
-            self._metric.load_state_dict(state["state"])
-        elif self._metric is not None:
-            self._metric.reset()
+            old = state["state"]
+            counts = self._counts_from_stat_scores(old["tp"], old["fp"], old["fn"])
+        if counts is None:
+            self._counts = None
+            return
+        device = self._counts.device if self._counts is not None else counts.device
+        self._counts = counts.to(device=device, dtype=torch.long, copy=True)

@@ -27,6 +27,11 @@ class Model(torch.nn.Module, Registrable):
         """The model's outputs for a batch; ``loss`` when the batch carries targets."""
         raise NotImplementedError
 
+    def get_regularization_penalty(self) -> Optional[torch.Tensor]:
+        """A scalar added to the training loss (AllenNLP's regularizers), or None; the trainer adds it
+        in the forward pass and logs it as ``reg_loss``. Override it to regularize."""
+        return None
+
     def update_metrics(self, outputs: Mapping[str, torch.Tensor], batch: Mapping[str, Any]) -> None:
         """Accumulate metrics from outputs that cover every row of `batch` (rows with
         `IGNORE_LABEL` targets are padding and must be skipped)."""

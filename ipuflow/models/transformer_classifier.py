@@ -7,10 +7,11 @@ from typing import Any, Dict, Optional
 import torch
 
 from ipuflow.config import ConfigurationError
-from ipuflow.data.local_pretrained import import_transformers_offline, resolve_local_pretrained
 from ipuflow.data.vocabulary import Vocabulary
 from ipuflow.metrics import Metric
 from ipuflow.models.classifier import Classifier
+from ipuflow.models.huggingface.task import attention_mask
+from ipuflow.models.huggingface.loading import load_auto_model, model_from_config
 from ipuflow.models.model import Model
 
 
@@ -45,35 +46,14 @@ class TransformerClassifier(Classifier):
         self.model_name = model_name
         id2label = {index: self.vocab.get_token_from_index(index, label_namespace) for index in range(self.num_labels)}
         labels = {"num_labels": self.num_labels, "id2label": id2label, "label2id": {v: k for k, v in id2label.items()}}
-        transformers = import_transformers_offline()
         if model_name is not None:
-            path = resolve_local_pretrained(model_name, "model_name")
-            try:
-                self.transformer = transformers.AutoModelForSequenceClassification.from_pretrained(
-                    str(path), local_files_only=True, ignore_mismatched_sizes=True, **labels
-                )
-            except (OSError, ValueError) as error:
-                raise ConfigurationError(f"cannot load a model from {path}: {error}", key="model_name") from None
+            self.transformer = load_auto_model("AutoModelForSequenceClassification", model_name, "model_name", labels)
         else:
-            settings = dict(config or {})
-            model_type = settings.pop("model_type", None)
-            if not isinstance(model_type, str):
-                raise ConfigurationError(
-                    f"required, a transformers model type such as 'bert'; found {model_type!r}.", key="config.model_type"
-                )
-            try:
-                model_config = transformers.AutoConfig.for_model(model_type, **settings, **labels)
-            except (KeyError, ValueError, TypeError) as error:
-                raise ConfigurationError(f"cannot make a {model_type!r} config: {error}", key="config") from None
-            self.transformer = transformers.AutoModelForSequenceClassification.from_config(model_config)
+            self.transformer = model_from_config("AutoModelForSequenceClassification", config or {}, labels)
 
     def forward(  # type: ignore[override]
         self, tokens: torch.Tensor, tokens_mask: torch.Tensor, label: Optional[torch.Tensor] = None
     ) -> Dict[str, torch.Tensor]:
         """`logits` and `probs` for each row, and `loss` given labels."""
-        mask = tokens_mask.to(torch.bool)
-        # Every row attends to its first position, so that rows padded onto the batch axis (mask all
-        # false) cannot produce NaN attention; real rows already attend there (the [CLS] token).
-        attention_mask = torch.cat([torch.ones_like(mask[:, :1]), mask[:, 1:]], dim=1).long()
-        logits = self.transformer(input_ids=tokens, attention_mask=attention_mask).logits
+        logits = self.transformer(input_ids=tokens, attention_mask=attention_mask(tokens_mask)).logits
         return self.classification_outputs(logits, label)

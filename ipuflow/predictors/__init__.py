@@ -2,5 +2,8 @@
 
 from ipuflow.predictors.classifier import ClassifierPredictor
 from ipuflow.predictors.predictor import Predictor
+from ipuflow.predictors.question_answering import QuestionAnsweringPredictor
+from ipuflow.predictors.seq2seq import Seq2SeqPredictor
+from ipuflow.predictors.sequence_tagger import SequenceTaggerPredictor
 
-__all__ = ["ClassifierPredictor", "Predictor"]
+__all__ = ["ClassifierPredictor", "Predictor", "QuestionAnsweringPredictor", "Seq2SeqPredictor", "SequenceTaggerPredictor"]

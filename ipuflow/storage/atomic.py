@@ -12,6 +12,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable, List, Union
 
+from ipuflow.storage.failures import disk_nearly_full, is_storage_failure, storage_failure
+
 
 def _create_temporary(path: Path) -> str:
     """Create an empty, uniquely named file beside `path`, with the mode a plain ``open`` would
@@ -39,9 +41,13 @@ def write_atomically(path: Union[str, Path], write: Callable[[str], Any]) -> Non
         with open(temp_name, "rb+") as written:
             os.fsync(written.fileno())
         os.replace(temp_name, path)
-    except BaseException:
+    except BaseException as error:
+        # Judged before the partial file is removed, while the disk is still as full as it was.
+        full = isinstance(error, (OSError, RuntimeError)) and (is_storage_failure(error) or disk_nearly_full(path.parent))
         if os.path.exists(temp_name):
             os.remove(temp_name)
+        if full:
+            raise storage_failure(error, path) from error
         raise
     try:
         directory = os.open(path.parent, os.O_RDONLY)

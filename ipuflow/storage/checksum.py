@@ -9,8 +9,12 @@ from typing import Union
 
 def file_sha256(path: Union[str, Path]) -> str:
     """The hex SHA-256 digest of the file at `path`, read in chunks."""
+    digest = hashlib.sha256()
     with open(path, "rb") as file:
-        return hashlib.file_digest(file, "sha256").hexdigest()
+        # Not hashlib.file_digest: it needs Python 3.11, and ipuflow runs on 3.9 (Poplar SDK venvs).
+        for chunk in iter(lambda: file.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 class ChecksumMismatch(ValueError):

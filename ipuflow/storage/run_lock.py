@@ -7,6 +7,7 @@ never leaves a stale lock behind.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import socket
@@ -23,6 +24,26 @@ LOCK_NAME = ".ipuflow.lock"
 
 class RunDirectoryLocked(RuntimeError):
     """Another process holds the run directory's lock."""
+
+
+def open_lock_file(path: Path) -> Any:
+    """`path` opened for reading and writing (created if missing), never through a symbolic link: a
+    link planted there would otherwise have its target overwritten with the owner's PID."""
+    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        descriptor = os.open(path, flags, 0o644)
+    except OSError as error:
+        if error.errno == errno.ELOOP or path.is_symlink():
+            raise LockFileIsALink(
+                f"The lock file {path} is a symbolic link (to {os.readlink(path)}); ipuflow does not follow it, "
+                "so as not to overwrite what it points to. Remove the link and run again."
+            ) from None
+        raise
+    return os.fdopen(descriptor, "r+")
+
+
+class LockFileIsALink(RuntimeError):
+    """A lock file is a symbolic link, which ipuflow refuses to open."""
 
 
 class RunDirectoryLock:
@@ -44,7 +65,7 @@ class RunDirectoryLock:
         if self._file is not None:
             return self
         self.directory.mkdir(parents=True, exist_ok=True)
-        file = open(self.path, "a+")
+        file = open_lock_file(self.path)
         if fcntl is not None:
             try:
                 fcntl.flock(file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)

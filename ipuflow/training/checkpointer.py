@@ -18,7 +18,7 @@ import os
 import re
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Dict, List, NamedTuple, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, ClassVar, Dict, List, Optional, Tuple, Union
 
 import safetensors.torch
 import torch
@@ -41,15 +41,49 @@ _MANIFEST_RE = re.compile(r"^checkpoint_e(\d+)_b(\d+)\.json$")
 _CHECKPOINT_FILE_RE = re.compile(r"^(model_state|training_state|checkpoint)_e(\d+)_b(\d+)\.(safetensors|pt|json)$")
 
 
-class TrainerCheckpoint(NamedTuple):
-    """The model's weights, the trainer's state, the checkpoint's position (epochs completed, host
-    calls into the next epoch: what names its files) and the run's status (a `RunStatus` as a dict),
-    as saved and as loaded."""
+class TrainerCheckpoint(Tuple[Dict[str, torch.Tensor], Dict[str, Any]]):
+    """AllenNLP's pair ``(model_state, trainer_state)`` (it unpacks as two), with the checkpoint's
+    `position` (epochs completed, host calls into the next epoch: what names its files) and the run's
+    `run_status` (a `RunStatus` as a dict) as attributes. Without a position, the trainer state's
+    ``epochs_completed`` and ``batches_in_epoch_completed`` give it, as in AllenNLP."""
 
-    model_state: Dict[str, torch.Tensor]
-    training_state: Dict[str, Any]
     position: Tuple[int, int]
-    run_status: Dict[str, Any] = {}
+    run_status: Dict[str, Any]
+
+    def __new__(cls, model_state: Dict[str, torch.Tensor], training_state: Dict[str, Any],
+                position: Optional[Tuple[int, int]] = None,
+                run_status: Optional[Dict[str, Any]] = None) -> "TrainerCheckpoint":
+        checkpoint = super().__new__(cls, (model_state, training_state))  # type: ignore[type-var]
+        if position is None:
+            try:
+                position = (int(training_state["epochs_completed"]), int(training_state["batches_in_epoch_completed"]))
+            except (KeyError, TypeError, ValueError):
+                raise ValueError("TrainerCheckpoint needs a position, or a trainer state with epochs_completed and "
+                                 "batches_in_epoch_completed") from None
+        checkpoint.position = (int(position[0]), int(position[1]))
+        checkpoint.run_status = dict(run_status or {})
+        return checkpoint
+
+    @property
+    def model_state(self) -> Dict[str, torch.Tensor]:
+        """The model's weights."""
+        return self[0]
+
+    @property
+    def training_state(self) -> Dict[str, Any]:
+        """Everything else the trainer saves (AllenNLP calls it `trainer_state`)."""
+        return self[1]
+
+    trainer_state = training_state
+
+    def _replace(self, **fields: Any) -> "TrainerCheckpoint":
+        """A copy with some of `model_state`, `training_state`, `position`, `run_status` changed."""
+        values = {"model_state": self.model_state, "training_state": self.training_state,
+                  "position": self.position, "run_status": self.run_status, **fields}
+        return TrainerCheckpoint(**values)
+
+    def __repr__(self) -> str:
+        return f"TrainerCheckpoint(position={self.position}, run_status={self.run_status})"
 
 
 class CheckpointsUnreadable(RuntimeError):

@@ -17,6 +17,7 @@ import torch
 
 from ipuflow.data.loader import DataLoader
 from ipuflow.distributed.agreement import agree_on_requests
+from ipuflow.evaluation.example_scoring import ExampleScoring
 from ipuflow.execution.executor import StepExecutor
 from ipuflow.models.model import Model
 from ipuflow.storage import write_json_atomically
@@ -26,7 +27,7 @@ from ipuflow.training.callbacks.callback import TrainerCallback
 from ipuflow.training.callbacks.epoch_callback import EpochCallback
 from ipuflow.training.checkpointer import Checkpointer, TrainerCheckpoint
 from ipuflow.training.epoch_metrics import best_metrics, epoch_metrics
-from ipuflow.training.events import TEST, EventDispatch, TrainerControl
+from ipuflow.training.events import TEST, CallbackList, EventDispatch, TrainerControl
 from ipuflow.training.interruption import (
     InterruptListener, non_finite_loss_error, signal_as_training_ended, training_interrupted,
 )
@@ -39,7 +40,9 @@ from ipuflow.training.running_loss import is_finite
 from ipuflow.training.schedule_stepper import ScheduleStepper
 from ipuflow.training.trainer import Trainer
 from ipuflow.training.trainer_checkpoints import TrainingCheckpoints, position_of, stateful_parts, write_trainer_state
-from ipuflow.training.trainer_construction import all_callbacks, check_trainer_arguments, from_partial_objects
+from ipuflow.training.trainer_construction import (
+    ALLENNLP_TRAINER_KEYS, all_callbacks, check_trainer_arguments, from_partial_objects, loader_length,
+)
 from ipuflow.training.trainer_state import TrainerState, is_primary
 from ipuflow.training.training_metrics import TrainingMetrics
 from ipuflow.training.validation import Validation, score
@@ -47,15 +50,8 @@ from ipuflow.training.validation import Validation, score
 logger = logging.getLogger(__name__)
 
 
-def _length(loader: Any) -> Optional[int]:
-    try:
-        return len(loader) if loader is not None else None
-    except TypeError:
-        return None
-
-
 @Trainer.register("gradient_descent", constructor="from_partial_objects")
-class GradientDescentTrainer(Trainer):
+class GradientDescentTrainer(CallbackList, Trainer):
     """Trains `model` with `executor` (which owns forward, backward and the optimizer step).
 
     Where training stands is `state` (a `TrainerState`); every event goes through one dispatch to the
@@ -70,6 +66,7 @@ class GradientDescentTrainer(Trainer):
     """
 
     from_partial_objects = classmethod(from_partial_objects)
+    replaced_keys = ALLENNLP_TRAINER_KEYS
 
     def __init__(
         self,
@@ -94,6 +91,7 @@ class GradientDescentTrainer(Trainer):
         max_steps: Optional[int] = None,
         log_interval: int = 10,
         enable_default_callbacks: bool = True,
+        validation_examples: Optional[ExampleScoring] = None,
     ) -> None:
         serialization_dir = serialization_dir or tempfile.mkdtemp(prefix="ipuflow-")
         super().__init__(serialization_dir)
@@ -118,12 +116,13 @@ class GradientDescentTrainer(Trainer):
                                                          enable_default_callbacks, serialization_dir))
         self._validation = None if validation_data_loader is None else Validation(
             model, executor, validation_data_loader, self._metric_tracker, moving_average,
-            self._metrics.covers_batch, self._events)
+            self._metrics.covers_batch, self._events, validation_examples)
         self.validation_executor = None if self._validation is None else self._validation.executor
         self._checkpoints = None if checkpointer is None else TrainingCheckpoints(checkpointer, model, executor, stateful_parts(
             executor, self._metric_tracker, self._metrics.loss, self._events.callbacks, model,
             {"learning_rate_scheduler": learning_rate_scheduler, "momentum_scheduler": momentum_scheduler,
-             "moving_average": moving_average, "data_loader": data_loader if hasattr(data_loader, "state_dict") else None}))
+             "moving_average": moving_average, "data_loader": data_loader if hasattr(data_loader, "state_dict") else None,
+             "running_reg_loss": self._metrics.reg_loss}))
         self._events.fire("on_init_end")
 
     def _configured(self, state: TrainerState) -> TrainerState:
@@ -133,16 +132,6 @@ class GradientDescentTrainer(Trainer):
                                getattr(self.data_loader, "combined_batch_size", None))
 
     # -- public state ----------------------------------------------------------------------
-
-    @property
-    def callbacks(self) -> List[TrainerCallback]:
-        """Every callback on the dispatch: the configured ones, the defaults, then the adapters of
-        `batch_callbacks` and `epoch_callbacks`."""
-        return self._events.callbacks
-
-    def add_callback(self, callback: TrainerCallback) -> None:
-        """Add a callback after construction (it hears every later event)."""
-        self._events.add(callback)
 
     @property
     def metric_tracker(self) -> MetricTracker:
@@ -160,18 +149,21 @@ class GradientDescentTrainer(Trainer):
     @property
     def num_batches_per_epoch(self) -> Optional[int]:
         """Host calls per training epoch (None if the loader has no length)."""
-        return _length(self.data_loader)
+        return loader_length(self.data_loader)
 
     @property
     def num_validation_batches(self) -> Optional[int]:
         """Host calls per validation (None without validation data or a length)."""
-        return _length(self.validation_data_loader)
+        return loader_length(self.validation_data_loader)
 
     @property
     def computes_training_metrics(self) -> bool:
         """Whether the model's metrics are updated on training batches: only when the executor
         returns every micro-batch's outputs (``output_mode: "all"``)."""
         return self._metrics.covers_batch
+
+    validation_examples = property(lambda self: None if self._validation is None else self._validation.examples,
+                                   doc="How validations score examples through a postprocessor, if they do.")
 
     def get_best_weights_path(self) -> Optional[str]:
         return self._best.existing_path()
@@ -187,10 +179,10 @@ class GradientDescentTrainer(Trainer):
         if self.checkpointer is not None:
             self.checkpointer.update_run_status(status.to_dict())
 
-    def evaluate_test_set(self, executor: StepExecutor, loader: Any) -> Dict[str, float]:
-        """Score the model as it is (after `train()`: the best weights) on a test loader with an
-        inference `executor` compiled for it; fires `on_prediction_step` per batch and `on_predict`."""
-        metrics = score(self.model, executor, loader, self._events, TEST, None)
+    def evaluate_test_set(self, executor: StepExecutor, loader: Any, examples: Optional[ExampleScoring] = None) -> Dict[str, float]:
+        """Score the model as it is (after `train()`: the best weights) on a test loader with an inference
+        `executor` compiled for it, and `examples` if given; fires `on_prediction_step` and `on_predict`."""
+        metrics = score(self.model, executor, loader, self._events, TEST, None, examples)
         self._events.fire("on_predict", metrics=metrics, split=TEST)
         return metrics
 
@@ -259,7 +251,7 @@ class GradientDescentTrainer(Trainer):
         loader.set_epoch(epoch)
         start = state.batches_in_epoch_completed
         if start == 0:
-            self._metrics.loss.reset()
+            self._metrics.reset()
         num_batches = self.num_batches_per_epoch
         self._events.fire("on_epoch_begin", epoch=epoch)
         for batch_number, batch in enumerate(loader.iter_from(start), start + 1):
@@ -291,8 +283,8 @@ class GradientDescentTrainer(Trainer):
         state.samples_seen += result.samples
         state.batches_in_epoch_completed = batch_number
         state.epoch = state.epochs_completed + (batch_number / num_batches if num_batches else 0.0)
-        if result.loss is not None:
-            self._metrics.loss.add(result.loss)
+        self._metrics.add(result.loss, result.outputs)
+        self._metrics.count_tokens(state, batch, result.samples)
         if self._moving_average is not None:
             self.executor.copy_weights_to_host()
             self._moving_average.apply(state.global_step)
@@ -404,7 +396,7 @@ class GradientDescentTrainer(Trainer):
 
     def _stop(self, reason: str, metrics: Dict[str, Any]) -> None:
         self._status = RunStatus.stopped_now(reason, self.state.epochs_completed, self.state.global_step,
-                                             self.num_epochs, self.max_steps, metrics)
+                                             self.num_epochs, self.max_steps, metrics, self._metric_tracker.patience)
 
     def _stop_for_signal(self, signal_name: str) -> None:
         if self.checkpointer is not None:
@@ -439,8 +431,11 @@ class GradientDescentTrainer(Trainer):
         self.executor.set_optimizer(self.optimizer)  # type: ignore[arg-type]
         logger.info("Resumed from the checkpoint at epoch %d, host call %d (%d optimizer updates)",
                     state.epochs_completed, state.batches_in_epoch_completed, state.global_step)
-        self._status = RunStatus.from_dict(checkpoint.run_status).resumed_with(self.num_epochs, self.max_steps)
+        recorded = RunStatus.from_dict(checkpoint.run_status)
+        self._status = recorded.resumed_with(self.num_epochs, self.max_steps, self._metric_tracker.patience)
         self._best.repair(self.state, checkpoint.position, weights)
+        if not self._status.training_finished:
+            self._schedules.resume(self.state.global_step + 1, limits_raised=recorded.training_finished)
 
     def _check_finite(self, value: Optional[float]) -> None:
         if not is_finite(value):

@@ -94,11 +94,22 @@ def non_finite_loss_error(value: Optional[float], epochs: int, updates: int, las
     )
 
 
+def resume_command(serialization_dir: Any) -> str:
+    """The command, in backquotes, that continues the run in `serialization_dir`: it reads the run's
+    own config.json (so the `-o` edits it was started with are kept) and includes the same packages."""
+    import shlex
+
+    from ipuflow.config.import_policy import included_packages
+
+    packages = "".join(f" --include-package {shlex.quote(name)}" for name in included_packages())
+    return f"`ipuflow train -s {shlex.quote(str(serialization_dir))} -r{packages}`"
+
+
 def signal_as_training_ended(signal_name: str, status: str, serialization_dir: str) -> TrainingInterrupted:
     """The error for a signal that arrived as training ended (the stop is checkpointed already)."""
     return TrainingInterrupted(
         f"{signal_name} arrived as training ended ({status}); the final checkpoint is saved in {serialization_dir}. "
-        f"`ipuflow train CONFIG -s {serialization_dir} -r` finishes the run (test evaluation and archive) without training.",
+        f"{resume_command(serialization_dir)} finishes the run (test evaluation and archive) without training.",
         signal_name)
 
 
@@ -109,4 +120,4 @@ def training_interrupted(signal_name: str, updates: int, epochs: int, host_calls
              else "No checkpointer is configured, so nothing was saved")
     return TrainingInterrupted(
         f"Training was interrupted by {signal_name} after {updates} optimizer updates (epoch {epochs}, {host_calls} "
-        f"host calls into it). {where}; resume with `ipuflow train CONFIG -s {serialization_dir} -r`.", signal_name)
+        f"host calls into it). {where}; resume with {resume_command(serialization_dir)}.", signal_name)

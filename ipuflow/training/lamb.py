@@ -10,6 +10,8 @@ from typing import Any, Callable, Iterable, Optional, Tuple
 
 import torch
 
+from ipuflow.execution.poptorch import LAMB_MAX_WEIGHT_NORM
+
 
 class Lamb(torch.optim.Optimizer):
     """Layer-wise adaptive moments: Adam's direction scaled per tensor by ||w|| / ||update||.
@@ -18,7 +20,8 @@ class Lamb(torch.optim.Optimizer):
     ``m = β1 m + (1-β1) g``, ``v = β2 v + (1-β2) g²``, ``r = m̂ / (sqrt(v̂) + eps)`` (bias-corrected
     when `bias_correction`), ``u = r + weight_decay · w``, and
     ``w ← w − lr · φ(||w||) / ||u|| · u`` where ``φ(z) = min(z, max_weight_norm)`` (identity when
-    `max_weight_norm` is None). The trust ratio is 1 when either norm is zero.
+    `max_weight_norm` is None). The trust ratio is 1 when either norm is zero. `max_weight_norm`
+    defaults to poptorch's LAMB default (65500, fp16's largest value), so both backends clip alike.
     """
 
     poptorch_twin = "LAMB"  # the poptorch executor converts this class to poptorch.optim.LAMB
@@ -31,7 +34,7 @@ class Lamb(torch.optim.Optimizer):
         eps: float = 1e-8,
         weight_decay: float = 0.01,
         bias_correction: bool = True,
-        max_weight_norm: Optional[float] = None,
+        max_weight_norm: Optional[float] = LAMB_MAX_WEIGHT_NORM,
     ) -> None:
         if lr < 0.0:
             raise ValueError(f"Invalid learning rate: {lr}")

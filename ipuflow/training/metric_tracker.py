@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
 
 from ipuflow.config import ConfigurationError, validators
+from ipuflow.config.errors import did_you_mean
 
 
 def parse_validation_metric(validation_metric: Union[str, List[str]], key: str = "validation_metric") -> List[Tuple[float, str]]:
@@ -36,6 +37,21 @@ class MetricTracker:
         self._patience = patience
         self.tracked_metrics = parse_validation_metric(metric_name)
         self.clear()
+
+    def check_names(self, reported: Iterable[str], key: str = "validation_metric") -> None:
+        """Refuse a tracked metric that is not among the names validation reports (`reported`),
+        suggesting the closest (`acc` → `accuracy` too): checked before training, not after the
+        first epoch's validation."""
+        reported = sorted(set(reported))
+        for sign, name in self.tracked_metrics:
+            if name not in reported:
+                extensions = [metric for metric in reported if metric.startswith(name)]
+                hint = f" Did you mean {extensions[0]!r}?" if extensions else did_you_mean(name, reported)
+                raise ConfigurationError(
+                    f"{'+' if sign > 0 else '-'}{name} names {name!r}, which the model does not report in "
+                    f"validation.{hint} It reports: {', '.join(reported) or 'nothing'}.",
+                    key=key,
+                )
 
     def clear(self) -> None:
         """Forget every score seen (the patience stays)."""
@@ -81,6 +97,11 @@ class MetricTracker:
     def is_best_so_far(self) -> bool:
         """Whether the last recorded validation was a (strict) improvement."""
         return self._is_best_so_far
+
+    @property
+    def patience(self) -> Optional[int]:
+        """Validations without improvement before early stopping (None: never)."""
+        return self._patience
 
     def should_stop_early(self) -> bool:
         """Whether `patience` validations in a row brought no improvement."""

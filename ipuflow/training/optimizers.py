@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Any, ClassVar, Dict, List, Mapping, Optional, Tuple
+from typing import Any, ClassVar, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import torch
 
 from ipuflow.config import ConfigurationError, Registrable, validators
+from ipuflow.execution.poptorch import LAMB_MAX_WEIGHT_NORM
 from ipuflow.training.lamb import Lamb
 
 logger = logging.getLogger(__name__)
@@ -39,19 +40,23 @@ def check_hyperparameters(options: Mapping[str, Any], prefix: str = "") -> None:
 def make_parameter_groups(
     model_parameters: List[Tuple[str, torch.nn.Parameter]],
     parameter_groups: Optional[ParameterGroups] = None,
+    no_decay: Sequence[str] = (),
 ) -> List[Dict[str, Any]]:
     """Torch param-group dicts from ``[[regexes], {options}]`` pairs (``re.search`` on names).
 
-    Unmatched parameters form a last default group with the optimizer's own options; a group whose
+    Unmatched parameters form a last default group with the optimizer's own options, except those
+    matching a `no_decay` regex, which form a group with ``weight_decay: 0``; a group whose
     options say ``{"requires_grad": false}`` freezes its parameters and is left out. A parameter
     matching two groups is a `ConfigurationError`.
     """
     model_parameters = list(model_parameters)
-    if not parameter_groups:
+    if isinstance(no_decay, str) or not all(isinstance(regex, str) for regex in no_decay):
+        raise ConfigurationError(key="no_decay", expected="a list of regexes", found=no_decay)
+    if not parameter_groups and not no_decay:
         return [{"params": [param for _, param in model_parameters if param.requires_grad]}]
 
     groups: List[Dict[str, Any]] = []
-    for index, entry in enumerate(parameter_groups):
+    for index, entry in enumerate(parameter_groups or []):
         if not isinstance(entry, (list, tuple)) or len(entry) != 2 or not isinstance(entry[1], dict):
             raise ConfigurationError(key=f"parameter_groups.{index}", expected="[[regex, ...], {option: value}]", found=entry)
         regexes, options = entry
@@ -61,6 +66,8 @@ def make_parameter_groups(
         groups.append({"regexes": [re.compile(regex) for regex in regexes], "options": dict(options), "params": []})
 
     default_params: List[torch.nn.Parameter] = []
+    undecayed: List[torch.nn.Parameter] = []
+    no_decay_regexes = [re.compile(regex) for regex in no_decay]
     matched_regexes: set = set()
     for name, param in model_parameters:
         owner: Optional[int] = None
@@ -75,7 +82,9 @@ def make_parameter_groups(
                         )
                     owner = index
                     matched_regexes.add((index, regex.pattern))
-        if owner is None:
+        if owner is None and any(regex.search(name) for regex in no_decay_regexes):
+            undecayed.append(param)
+        elif owner is None:
             default_params.append(param)
         else:
             groups[owner]["params"].append(param)
@@ -98,6 +107,9 @@ def make_parameter_groups(
         params = [param for param in group["params"] if param.requires_grad]
         if params:
             torch_groups.append({"params": params, **options})
+    undecayed = [param for param in undecayed if param.requires_grad]
+    if undecayed:
+        torch_groups.append({"params": undecayed, "weight_decay": 0.0})
     default_params = [param for param in default_params if param.requires_grad]
     if default_params:
         torch_groups.append({"params": default_params})
@@ -142,9 +154,18 @@ class AdamOptimizer(Optimizer, torch.optim.Adam):
         )
 
 
+NO_DECAY = ("bias", "LayerNorm\\.weight", "layer_norm\\.weight", "layernorm\\.weight")
+"""Parameters that `adamw` does not decay by default: biases and LayerNorm weights, as the Hugging
+Face Trainer and IPUTrainer do."""
+
+
 @Optimizer.register("adamw")
 class AdamWOptimizer(Optimizer, torch.optim.AdamW):
-    """`torch.optim.AdamW` (decoupled weight decay, default 0.01)."""
+    """`torch.optim.AdamW` (decoupled weight decay, default 0.01).
+
+    Parameters whose names match a `no_decay` regex (by default biases and LayerNorm weights) and no
+    `parameter_groups` entry get no weight decay; `no_decay: []` decays every parameter (null: the default).
+    """
 
     def __init__(
         self,
@@ -155,15 +176,41 @@ class AdamWOptimizer(Optimizer, torch.optim.AdamW):
         eps: float = 1e-08,
         weight_decay: float = 0.01,
         amsgrad: bool = False,
+        no_decay: Optional[List[str]] = None,
     ) -> None:
         super().__init__(
-            params=make_parameter_groups(model_parameters, parameter_groups),
+            params=make_parameter_groups(model_parameters, parameter_groups, NO_DECAY if no_decay is None else no_decay),
             lr=lr,
             betas=(betas[0], betas[1]),
             eps=eps,
             weight_decay=weight_decay,
             amsgrad=amsgrad,
         )
+
+
+@Optimizer.register("huggingface_adamw")
+class HuggingfaceAdamWOptimizer(AdamWOptimizer):
+    """AllenNLP 2.10's `huggingface_adamw` (transformers' AdamW), kept so that ported configs mean
+    the same: `torch.optim.AdamW` with that optimizer's defaults (lr 1e-5, weight decay 0).
+
+    correct_bias: only true (Adam's bias correction, which torch's AdamW always applies).
+    """
+
+    def __init__(
+        self,
+        model_parameters: List[Tuple[str, torch.nn.Parameter]],
+        parameter_groups: Optional[ParameterGroups] = None,
+        lr: float = 1e-05,
+        betas: Tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-08,
+        weight_decay: float = 0.0,
+        correct_bias: bool = True,
+    ) -> None:
+        if correct_bias is not True:
+            raise ConfigurationError(
+                "false (AdamW without Adam's bias correction, BERT's original optimizer) is not supported: torch's "
+                "AdamW always corrects the bias. Remove the key.", key="correct_bias")
+        super().__init__(model_parameters, parameter_groups, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
 
 
 @Optimizer.register("sgd")
@@ -317,7 +364,7 @@ class LambOptimizer(Optimizer, Lamb):
         eps: float = 1e-08,
         weight_decay: float = 0.01,
         bias_correction: bool = True,
-        max_weight_norm: Optional[float] = None,
+        max_weight_norm: Optional[float] = LAMB_MAX_WEIGHT_NORM,
     ) -> None:
         super().__init__(
             params=make_parameter_groups(model_parameters, parameter_groups),

@@ -30,15 +30,16 @@ class RunStatus:
     num_epochs: Optional[int] = None
     max_steps: Optional[int] = None
     metrics: Dict[str, Any] = field(default_factory=dict)
+    patience: Optional[int] = None
     test_evaluated: bool = False
     archived: bool = False
 
     @classmethod
     def stopped_now(cls, reason: str, epochs_completed: int, optimizer_updates: int, num_epochs: int,
-                    max_steps: Optional[int], metrics: Dict[str, Any]) -> "RunStatus":
+                    max_steps: Optional[int], metrics: Dict[str, Any], patience: Optional[int] = None) -> "RunStatus":
         """The status of training that stops now for `reason` (logged)."""
         status = cls(stopped=reason, epochs_completed=epochs_completed, optimizer_updates=optimizer_updates,
-                     num_epochs=num_epochs, max_steps=max_steps, metrics=dict(metrics))
+                     num_epochs=num_epochs, max_steps=max_steps, metrics=dict(metrics), patience=patience)
         logger.info("Training stopped: %s.", status.describe())
         return status
 
@@ -47,19 +48,50 @@ class RunStatus:
         """Whether training ended (for any reason other than an interruption)."""
         return self.stopped is not None
 
-    def continues_with(self, num_epochs: int, max_steps: Optional[int]) -> bool:
-        """Whether a run that ended at a limit has training left under these (raised) limits."""
-        if self.stopped not in _LIMITS:
+    def continues_with(self, num_epochs: int, max_steps: Optional[int], patience: Optional[int] = None) -> bool:
+        """Whether a run that ended at a limit, or early for lack of patience, has training left under
+        these (raised) limits: below both training limits, and, after an early stop, with a patience
+        cleared or raised above the one it ran out of."""
+        if self.stopped == STOPPED_EARLY:
+            if not self.patience_raised(patience):
+                return False
+        elif self.stopped not in _LIMITS:
             return False
         return self.epochs_completed < num_epochs and (max_steps is None or self.optimizer_updates < max_steps)
 
-    def resumed_with(self, num_epochs: int, max_steps: Optional[int]) -> "RunStatus":
-        """The status a resumed run continues with: a run stopped at a limit that is now higher is
-        training again; any other status stays."""
-        if self.training_finished and self.continues_with(num_epochs, max_steps):
-            logger.info("The run had stopped at its %s limit, which is now higher: training continues.", self.stopped)
+    def patience_raised(self, patience: Optional[int]) -> bool:
+        """Whether `patience` allows more validations without improvement than the run's had
+        (a status that did not record its patience counts only a cleared one)."""
+        return patience is None or (self.patience is not None and patience > self.patience)
+
+    def resumed_with(self, num_epochs: int, max_steps: Optional[int], patience: Optional[int] = None) -> "RunStatus":
+        """The status a resumed run continues with: a run stopped at a limit that is now higher (or
+        early, with a patience now higher or cleared) is training again; any other status stays."""
+        if self.training_finished and self.continues_with(num_epochs, max_steps, patience):
+            which = ("patience, which is now raised or cleared" if self.stopped == STOPPED_EARLY
+                     else f"{self.stopped} limit, which is now higher")
+            logger.info("The run had stopped at its %s: training continues.", which)
             return RunStatus()
         return self
+
+    def why_no_training(self, num_epochs: int, max_steps: Optional[int], patience: Optional[int]) -> Optional[str]:
+        """For a finished run that `--recover` asked to train on: why these limits train nothing, with
+        what to change (None if training continues)."""
+        if not self.training_finished or self.continues_with(num_epochs, max_steps, patience):
+            return None
+        why = f"The run {self.describe().split(';')[0].replace('training stopped', 'stopped')}"
+        if self.stopped == STOPPED_BY_CALLBACK:
+            return f"{why}; raising limits does not undo a callback's stop, so nothing would train."
+        fixes = []
+        if self.stopped == STOPPED_EARLY and not self.patience_raised(patience):
+            fixes.append(f"raise trainer.patience above {self.patience} or clear it "
+                         "(-o '{\"trainer.patience\": null}')" if self.patience is not None else
+                         "clear trainer.patience (-o '{\"trainer.patience\": null}')")
+        if self.epochs_completed >= num_epochs:
+            fixes.append(f"raise trainer.num_epochs above {self.epochs_completed}")
+        if max_steps is not None and self.optimizer_updates >= max_steps:
+            fixes.append(f"raise trainer.max_steps above {self.optimizer_updates} or clear it")
+        return f"{why}, and the limits given train nothing more. To train on, {' and '.join(fixes)}."
 
     def describe(self) -> str:
         """One sentence for the log and for messages."""

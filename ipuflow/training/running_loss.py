@@ -27,6 +27,8 @@ class RunningLoss:
         if self._total is None:
             self._total = loss.float().clone()
         else:
+            if self._total.device != loss.device:  # restored onto the CPU, before the first call
+                self._total = self._total.to(loss.device)
             self._total.add_(loss)
         self.calls += 1
 

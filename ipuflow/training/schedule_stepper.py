@@ -4,12 +4,15 @@ calls)."""
 
 from __future__ import annotations
 
-from typing import Any, List, Optional
+import logging
+from typing import Any, Dict, List, Optional
 
 import torch
 
 from ipuflow.execution.executor import StepExecutor
 from ipuflow.training.scheduler import Scheduler
+
+logger = logging.getLogger(__name__)
 
 
 class ScheduleStepper:
@@ -31,6 +34,40 @@ class ScheduleStepper:
         """Step the epoch-based schedules with the epoch's signed validation score (None without validation)."""
         if self.schedulers:
             self._step(lambda scheduler: scheduler.step(score))
+
+    def resume(self, next_update: int, limits_raised: bool) -> None:
+        """After a checkpoint was restored: set the values for `next_update` and warn of what changed
+        (see `resume_notes`)."""
+        self.before_update(next_update)
+        for note in self.resume_notes(next_update, limits_raised):
+            logger.warning("Resuming: %s", note)
+
+    def resume_notes(self, next_update: int, limits_raised: bool) -> List[str]:
+        """After a checkpoint was restored and `before_update(next_update)`: one sentence per schedule
+        that a changed limit stretched, and, when `limits_raised` resumed a finished run, one if the lr
+        is 0 from here on (a schedule that ended)."""
+        from ipuflow.config.component_names import registered_name_of
+
+        notes = []
+        for scheduler in self.schedulers:
+            name = registered_name_of(scheduler) or type(scheduler).__name__
+            changes = getattr(scheduler, "horizon_changes", {})
+            if changes:
+                spans = ", ".join(f"{key} {old} → {new}" for key, (old, new) in sorted(changes.items()))
+                values = ", ".join(f"{group.get(scheduler.param_group_field):.6g}" for group in self.optimizer_groups)
+                notes.append(f"the {scheduler.param_group_field} schedule ({name}) follows the changed limits "
+                             f"({spans}): optimizer update {next_update} uses {scheduler.param_group_field} {values}.")
+        if limits_raised and self._optimizer is not None and all(group.get("lr") == 0 for group in self._optimizer.param_groups):
+            names = ", ".join(registered_name_of(s) or type(s).__name__ for s in self.schedulers) or "none"
+            notes.append(f"the learning rate is 0 from optimizer update {next_update} on (schedule: {names}), so "
+                         "the training left will not change the weights: the schedule has ended and is not stretched "
+                         "by the raised limits. Configure a schedule that spans the new length.")
+        return notes
+
+    @property
+    def optimizer_groups(self) -> List[Dict[str, Any]]:
+        """The optimizer's parameter groups (none without an optimizer)."""
+        return [] if self._optimizer is None else list(self._optimizer.param_groups)
 
     def _step(self, step: Any) -> None:
         before = self._values()

@@ -10,7 +10,7 @@ accumulation and device iterations. The values set stay constant within a host c
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 
@@ -18,7 +18,15 @@ from ipuflow.config import ConfigurationError
 
 
 class Scheduler:
-    """Sets ``param_group[field]`` from the initial values (``initial_<field>``) and a schedule."""
+    """Sets ``param_group[field]`` from the initial values (``initial_<field>``) and a schedule.
+
+    `horizon_fields` name the attributes computed from the run's length (`num_epochs`,
+    `num_steps_per_epoch`, `max_steps`). A checkpoint does not restore them, so `--recover` with a
+    raised limit stretches the schedule to the new length (as the Hugging Face Trainer does on resume);
+    `horizon_changes` then holds each one's (checkpointed, new) value.
+    """
+
+    horizon_fields: Tuple[str, ...] = ()
 
     def __init__(self, optimizer: torch.optim.Optimizer, param_group_field: str, last_epoch: int = -1) -> None:
         self.optimizer = optimizer
@@ -58,8 +66,13 @@ class Scheduler:
 
     def state_dict(self) -> Dict[str, Any]:
         """Everything but the optimizer, as plain values."""
-        return {key: value for key, value in self.__dict__.items() if key != "optimizer"}
+        return {key: value for key, value in self.__dict__.items() if key not in ("optimizer", "horizon_changes")}
 
     def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
-        """Restore what `state_dict` returned (the optimizer's own state holds the current values)."""
-        self.__dict__.update(state_dict)
+        """Restore what `state_dict` returned (the optimizer's own state holds the current values),
+        except the `horizon_fields`, which follow the current limits."""
+        self.horizon_changes: Dict[str, Tuple[Any, Any]] = {
+            key: (state_dict[key], getattr(self, key)) for key in self.horizon_fields
+            if key in state_dict and state_dict[key] != getattr(self, key, None)}
+        self.__dict__.update({key: value for key, value in state_dict.items()
+                              if key not in self.horizon_fields and key != "horizon_changes"})

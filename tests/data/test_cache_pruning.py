@@ -15,15 +15,6 @@ from ipuflow.data import TextClassificationJsonReader
 from ipuflow.data.columnar.entry_lock import exclusive, exclusive_if_free
 from ipuflow.data.columnar.pruning import MAX_SIZE_ENV, list_entries, parse_size, prune
 
-@pytest.fixture
-def cache_dir(tmp_path, monkeypatch):
-    directory = tmp_path / "cache"
-    monkeypatch.setenv("IPUFLOW_DATA_CACHE_DIR", str(directory))
-    monkeypatch.delenv("IPUFLOW_NO_DATA_CACHE", raising=False)
-    monkeypatch.delenv(MAX_SIZE_ENV, raising=False)
-    return directory
-
-
 def data_file(tmp_path: Path, name: str, lines: int = 2000) -> Path:
     path = tmp_path / f"{name}.jsonl"
     path.write_text("".join(json.dumps({"text": f"{name} text number {index}", "label": "x"}) + "\n" for index in range(lines)))

@@ -1,8 +1,10 @@
 """A test-only callback, loaded with --include-package into torchrun ranks: it records what each
-rank sees (is_primary, batches) and injects a fault or a stop request on one rank."""
+rank sees (is_primary, batches) and injects a fault or a stop request on one rank (also loaded into
+single-process runs, as rank 0, to interrupt training at a chosen host call)."""
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import signal
@@ -15,8 +17,9 @@ from ipuflow.training.callbacks.callback import TrainerCallback
 @TrainerCallback.register("rank_probe")
 class RankProbe(TrainerCallback):
     """Writes ``rank{R}.json`` into `record_to` at the end; on rank `on_rank`, at training host call
-    `at_batch`, does `action`: ``raise`` (an error), ``sigkill``/``sigterm`` (to itself) or ``stop``
-    (asks the trainer to stop)."""
+    `at_batch`, does `action`: ``raise`` (an error), ``sigkill``/``sigterm``/``sigint`` (to itself) or ``stop``
+    (asks the trainer to stop). At interpreter exit it writes ``threads{R}.json``: the names of the
+    native threads still running then (gloo's worker threads must be gone by that point)."""
 
     def __init__(self, serialization_dir: str, record_to: str, on_rank: int = -1, at_batch: int = 0,
                  action: str = "none") -> None:
@@ -27,6 +30,7 @@ class RankProbe(TrainerCallback):
         self.action = action
         self.rank = int(os.environ.get("RANK", "0"))
         self.events: List[Any] = []
+        atexit.register(_record_threads_at_exit, self.record_to / f"threads{self.rank}.json")
 
     def on_train_begin(self, event: Any) -> None:
         self.events.append(["start", event.is_primary])
@@ -41,9 +45,18 @@ class RankProbe(TrainerCallback):
                 os.kill(os.getpid(), signal.SIGKILL)
             if self.action == "sigterm":
                 os.kill(os.getpid(), signal.SIGTERM)
+            if self.action == "sigint":
+                os.kill(os.getpid(), signal.SIGINT)
             if self.action == "stop":
                 event.control.should_stop = True
 
     def on_train_end(self, event: Any) -> None:
         self.record_to.mkdir(parents=True, exist_ok=True)
         (self.record_to / f"rank{self.rank}.json").write_text(json.dumps(self.events))
+
+
+def _record_threads_at_exit(path: Path) -> None:
+    tasks = Path("/proc/self/task")
+    names = sorted((task / "comm").read_text().strip() for task in tasks.iterdir()) if tasks.is_dir() else []
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(names))

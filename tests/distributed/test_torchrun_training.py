@@ -88,6 +88,16 @@ def test_a_stop_asked_on_one_rank_stops_every_rank_and_only_rank_0_is_primary(ta
     assert {event[1] for event in ranks[0]} == {True} and {event[1] for event in ranks[1]} == {False}
     # Each rank collated only its replica's rows: 4 of the 8 in a combined batch.
     assert {event[2] for events in ranks for event in events if event[0] == "batch"} == {4}
+    _assert_the_group_was_torn_down_before_exit(tmp_path / "probe")
+
+
+def _assert_the_group_was_torn_down_before_exit(probe):
+    """Gloo's threads joined before the interpreter finalizes: one still running then can free a
+    finished collective's tensors without the GIL and abort the rank after a complete run
+    ("terminate called without an active exception")."""
+    for rank in (0, 1):
+        threads = json.loads((probe / f"threads{rank}.json").read_text())
+        assert not [name for name in threads if "gloo" in name], (rank, threads)
 
 
 @pytest.mark.parametrize("action", ["raise", "sigkill", "sigterm"])
@@ -106,6 +116,7 @@ def test_a_failure_on_one_rank_stops_every_rank_and_is_reported_once(task, tmp_p
     elif action == "raise":
         assert len(errors) == 1 and "[rank 1]" in errors[0], errors
         assert "injected failure on rank 1" in " ".join(done.stderr.split())
+        _assert_the_group_was_torn_down_before_exit(tmp_path / "probe")
     else:
         assert errors == [], errors  # the killed rank cannot speak; torchrun reports its exit, rank 0 keeps quiet
         assert "SIGKILL" in done.stderr or "Signal 9" in done.stderr

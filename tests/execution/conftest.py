@@ -36,3 +36,11 @@ def build(backend: str) -> Callable[..., StepExecutor]:
         return StepExecutor.by_name(backend)(model=model, optimizer=optimizer, **options)
 
     return make
+
+
+@pytest.fixture
+def stand_in(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The poptorch stand-in (tests/execution/fake_poptorch.py) injected as `poptorch`."""
+    from tests.execution import fake_poptorch
+
+    monkeypatch.setitem(sys.modules, "poptorch", fake_poptorch)

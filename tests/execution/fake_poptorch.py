@@ -16,19 +16,57 @@ the other:
   accumulation dtypes, ...) and its optimizer-state format (``ipu_state``/``ipu_param``);
 * a half model keeps fp16 weights (no master copy) and its optimizer state in the accumulation dtypes;
 * `DataLoader` batches by the combined batch size and drops the remainder by default.
+
+Where the stand-in refuses what poptorch refuses, it follows these sources (graphcore/poptorch at
+c2a8b177, the SDK 3.4 line, unless PopART is named; PopART read in graphcore/popart):
+
+* option setters and their argument checks, frozen options: python/options.py;
+* optimizer constructors, constant attributes in `setOptimizer`, "Only IPU optimizer states can be
+  loaded onto the IPU.": python/optim.py, python/_poplar_executor.py;
+* the batch dimension, "Model has not been compiled or has been destroyed.", attach/detach errors,
+  wrapping a model twice: python/_poplar_executor.py, python/__init__.py; accumulation in inference:
+  python/__init__.py (`inferenceModel`), python/_poplar_executor.py;
+* `BeginBlock` on a module twice, `recomputationCheckpoint` of non-tensors: python/ops.py;
+* the pipeline rule (`gradientAccumulation` in training, `deviceIterations` in inference, against
+  the stages of a `PipelinedExecution`): popart_compiler/source/CompilerImpl.cpp (`numPipelineStages`)
+  and popart_compiler/source/Compiler.cpp;
+* `EveryN`: PopART willow/include/popart/dataflow.hpp (every N-th global batch, all its accumulation
+  steps) and willow/src/dataflow.cpp (`isValidAnchorReturnPeriod`);
+* automatic loss scaling: PopART willow/src/transforms/automaticlossscaling.cpp,
+  willow/src/popx/op/lossscaleupdatex.cpp, willow/include/popart/sessionoptions.hpp.
+
+It is as strict as poptorch where a permissive stand-in would let a test pass that an IPU fails; in
+particular (each rule names the poptorch source it follows, read at c2a8b177; the ids in brackets
+are the commits the search index lists for those paths, see docs/execution.md):
+
+* the executable is traced with the modules' `training` flags as they are at compile (trainingModel
+  and inferenceModel wrap a shallow copy of the model and never call `.train()`);
+* training differentiates only loss nodes: `identity_loss` and the torch loss functions poptorch
+  lowers to one; a loss used by a later loss is folded into it, and exactly one independent loss
+  must remain ("Couldn't find a loss in graph!", "Multiple independent losses found in graph");
+* attached executables hold IPUs from one pool per process (`_IPU_POOL`, 64 by default or
+  ``IPUFLOW_STAND_IN_IPUS``; tests lower it): compiling or attaching without enough free IPUs fails
+  with poptorch's "Failed to acquire N IPU(s)";
+* `setOptimizer` refuses a parameter group without a mandatory attribute, and a new optimizer
+  object without state of its own takes over the moments held on the device.
 """
 
 from __future__ import annotations
 
 import copy
 import enum
+import gc
 import hashlib
 import inspect
 import logging
 import os
-from typing import Any, Dict, List, Optional, Tuple
+import weakref
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import torch
+from torch.overrides import TorchFunctionMode
+
+from tests.execution.poptorch_api import OPTIMIZER_GROUP_ATTRIBUTES
 
 __version__ = "3.4.0+ipuflow-stand-in"
 
@@ -255,28 +293,63 @@ class Options:
 
 def identity_loss(x: torch.Tensor, reduction: str) -> torch.Tensor:
     if reduction == "sum":
-        return x.sum()
-    if reduction == "mean":
-        return x.mean()
-    if reduction == "none":
-        return x.clone()
-    raise ValueError(f"identity_loss: unknown reduction {reduction!r}")
+        loss = x.sum()
+    elif reduction == "mean":
+        loss = x.mean()
+    elif reduction == "none":
+        loss = x.clone()
+    else:
+        raise ValueError(f"identity_loss: unknown reduction {reduction!r}")
+    if _LossGraph.recording:
+        _LossGraph.recording[-1].losses.append(loss)
+    return loss
 
 
-def recomputationCheckpoint(*tensors: torch.Tensor) -> Any:
-    return tensors[0] if len(tensors) == 1 else tensors
+class _Trace:
+    """What the compile trace saw: blocks entered (in order) and tensors checkpointed. poptorch traces
+    the model when it compiles; the stand-in runs one micro-batch through a copy to see the same."""
+
+    def __init__(self) -> None:
+        self.placements: List[Tuple[Optional[str], Optional[int]]] = []
+        self.recomputation_checkpoints = 0
+
+
+_TRACE: Optional[_Trace] = None
+"""The compile trace in progress (None outside compile: blocks and checkpoints are no-ops on the CPU)."""
+
+_BLOCK_HOOKS: "weakref.WeakKeyDictionary[torch.nn.Module, Any]" = weakref.WeakKeyDictionary()
+
+
+def recomputationCheckpoint(*tensors: Any) -> Any:
+    # poptorch python/ops.py (c2a8b177): tensors, or one tuple/list of tensors (returned as the same
+    # type); anything else is refused.
+    if len(tensors) == 1 and isinstance(tensors[0], (tuple, list)):
+        return type(tensors[0])(recomputationCheckpoint(*tensors[0]))
+    for tensor in tensors:
+        if not isinstance(tensor, torch.Tensor):
+            raise ValueError("All inputs must be tensors")
+    if _TRACE is not None:
+        _TRACE.recomputation_checkpoints += len(tensors)
+    return tensors[0] if len(tensors) == 1 else tuple(tensors)
 
 
 def set_available_memory(tensor: torch.Tensor, available_memory_proportion: float) -> torch.Tensor:
     return tensor
 
 
+def _enter_block(module: torch.nn.Module, inputs: Any) -> None:
+    if _TRACE is not None and hasattr(module, "poptorch_block"):
+        _TRACE.placements.append(module.poptorch_block)
+
+
 def BeginBlock(layer_to_call: torch.nn.Module, user_id: Optional[str] = None, ipu_id: Optional[int] = None) -> torch.nn.Module:
+    # poptorch python/ops.py (c2a8b177): a forward pre-hook that starts the block when the module runs.
     if not isinstance(layer_to_call, torch.nn.Module):
         raise RuntimeError("module is not an instance of torch.nn.Module or function.")
     if hasattr(layer_to_call, "poptorch_block"):
         raise RuntimeError("module has already been assigned to a block.")
     layer_to_call.poptorch_block = (user_id, ipu_id)  # type: ignore[attr-defined]
+    _BLOCK_HOOKS[layer_to_call] = layer_to_call.register_forward_pre_hook(_enter_block)
     return layer_to_call
 
 
@@ -284,6 +357,9 @@ def removeBlocks(module: torch.nn.Module) -> None:
     for submodule in module.modules():
         if hasattr(submodule, "poptorch_block"):
             del submodule.poptorch_block
+        hook = _BLOCK_HOOKS.pop(submodule, None)
+        if hook is not None:
+            hook.remove()
 
 
 class Block:
@@ -291,6 +367,8 @@ class Block:
         self.user_id, self.ipu_id = user_id, ipu_id
 
     def __enter__(self) -> "Block":
+        if _TRACE is not None:
+            _TRACE.placements.append((self.user_id, self.ipu_id))
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -489,6 +567,26 @@ class optim:  # noqa: N801 (a namespace standing in for the poptorch.optim modul
             return loss
 
 
+def _group_vars(optimizer: torch.optim.Optimizer) -> Tuple[str, ...]:
+    for kind, name in ((optim.LAMB, "LAMB"), (torch.optim.AdamW, "AdamW"), (torch.optim.Adam, "Adam"),
+                       (torch.optim.RMSprop, "RMSprop"), (torch.optim.SGD, "SGD")):
+        if isinstance(optimizer, kind):
+            return OPTIMIZER_GROUP_ATTRIBUTES[name]  # each poptorch optimizer's `_group_vars`
+    raise AssertionError(f"Unsupported optimizer type. Types supported {sorted(OPTIMIZER_GROUP_ATTRIBUTES)}")
+
+
+def _check_mandatory_group_attributes(optimizer: torch.optim.Optimizer) -> None:
+    """poptorch's convertOptimizerToDict reads every group variable from the defaults and from each
+    parameter group through _GroupGetter, which asserts the value is not None (velocity_scaling
+    defaults to 1.0; nesterov, amsgrad and centered have readers of their own), python/_optimizer_attributes.py
+    [f8bba893]."""
+    names = [name for name in _group_vars(optimizer) if name not in ("nesterov", "amsgrad", "centered")]
+    for group in (optimizer.defaults, *optimizer.param_groups):
+        for name in names:
+            if group.get(name, 1.0 if name == "velocity_scaling" else None) is None:
+                raise AssertionError(f"Mandatory attribute {name} not found in optimizer group")
+
+
 _GLOBAL_ATTRIBUTES = ("loss_scaling", "max_grad_norm", "bias_correction", "use_combined_accum", "use_tf_variant",
                       "accum_type", "velocity_accum_type", "first_order_momentum_accum_type", "second_order_momentum_accum_type")
 
@@ -496,14 +594,133 @@ _GLOBAL_ATTRIBUTES = ("loss_scaling", "max_grad_norm", "bias_correction", "use_c
 # -- the executor -----------------------------------------------------------------------------------
 
 
-def _find_loss(outputs: Any) -> torch.Tensor:
-    if isinstance(outputs, dict):
-        if "loss" in outputs:
-            return outputs["loss"]
-        for value in outputs.values():
-            if getattr(value, "_ipuflow_identity_loss", False):
-                return value
-    raise RuntimeError("Couldn't find a loss in graph!")
+_ALS_BIN_EDGE_LOCATION = 0.0625
+_ALS_THRESHOLD_UPPER_COUNT_PROPORTION = 1e-7
+_ALS_MAX_HALF_SCALE = 2.0**15
+
+
+def _automatic_loss_scale(scale: float, gradients: List[Tuple[torch.dtype, torch.Tensor]]) -> float:
+    """PopART's automatic loss scaling update, run after every weight update (updatePeriod 1), which is
+    never skipped: a histogram of the loss-scaled gradients' magnitudes with one bin edge at
+    binEdgeLocation (1/16) of their dtype's maximum (PopART takes 65535 for fp16: getLevels in
+    popart willow/src/transforms/automaticlossscaling.cpp); the scale halves when the upper bin holds
+    more than thresholdUpperCountProportion (1e-7) of the elements, doubles otherwise, and is clipped at
+    2^15 when the weights are fp16 (willow/src/popx/op/lossscaleupdatex.cpp; defaults from
+    willow/include/popart/sessionoptions.hpp). PopART tracks the gradients of matmul and convolution
+    outputs; the stand-in tracks the weight gradients, so its scale may turn at other steps than an
+    IPU's. A non-finite element counts in the upper bin."""
+    upper = total = 0
+    half = False
+    for dtype, gradient in gradients:
+        half = half or dtype == torch.float16
+        limit = 65535.0 if dtype == torch.float16 else torch.finfo(torch.float32).max
+        upper += int((~(gradient.detach().float().abs() <= limit * _ALS_BIN_EDGE_LOCATION)).sum())
+        total += gradient.numel()
+    threshold = _ALS_THRESHOLD_UPPER_COUNT_PROPORTION
+    factor = 0.5 if upper > threshold / (1 - threshold) * (total - upper) else 2.0
+    new = scale * factor
+    return min(new, _ALS_MAX_HALF_SCALE) if half else new
+
+
+_LOWERED_LOSSES = frozenset({
+    torch.nn.functional.l1_loss, torch.nn.functional.nll_loss, torch.nn.functional.cross_entropy,
+    torch.nn.functional.mse_loss, torch.nn.functional.binary_cross_entropy, torch.nn.functional.kl_div,
+    torch.nn.functional.poisson_nll_loss,
+})
+"""The torch loss functions poptorch lowers to an identity loss with their reduction
+(poptorch/source/popart_canonicalization/LossOps.cpp [b5f9c35d]: l1_loss, nll_loss, mse_loss,
+binary_cross_entropy, kl_div, poisson_nll_loss; cross_entropy is log_softmax then nll_loss)."""
+
+
+class _LossGraph(TorchFunctionMode):
+    """Records the loss nodes of one traced forward: `identity_loss` results and the results of the
+    torch loss functions poptorch lowers to one."""
+
+    recording: List["_LossGraph"] = []
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.losses: List[torch.Tensor] = []
+
+    def __enter__(self) -> "_LossGraph":
+        _LossGraph.recording.append(self)
+        return super().__enter__()
+
+    def __exit__(self, *exc: Any) -> None:
+        _LossGraph.recording.pop()
+        super().__exit__(*exc)
+
+    def __torch_function__(self, func: Callable, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        result = func(*args, **(kwargs or {}))
+        if func in _LOWERED_LOSSES:
+            self.losses.append(result)
+        return result
+
+    def final_loss(self) -> torch.Tensor:
+        """The loss the device differentiates, as poptorch/source/RemoveSurplusIdentityLosses.cpp
+        [12ca07cb] picks it: a loss node used by a later loss node is folded into that one; exactly one
+        independent loss must remain. An unreduced ("none") loss is differentiated with a gradient of
+        one for every element: as the sum of its elements."""
+        if not self.losses:
+            raise RuntimeError("Couldn't find a loss in graph!")
+        ancestors = [_autograd_ancestors(loss) for loss in self.losses]
+        independent = [
+            loss for index, loss in enumerate(self.losses)
+            if not any(loss.grad_fn is not None and loss.grad_fn in later for other, later in enumerate(ancestors) if other != index)
+        ]
+        if len(independent) != 1:
+            raise RuntimeError("Multiple independent losses found in graph. Graph must have one final loss. "
+                               "Wrap final graph loss in poptorch.identityLoss.")
+        loss = independent[0]
+        return loss if loss.dim() == 0 else loss.sum()
+
+
+def _autograd_ancestors(tensor: torch.Tensor) -> set:
+    """Every autograd node `tensor` was computed from (its own node excluded)."""
+    seen: set = set()
+    pending = [tensor.grad_fn] if tensor.grad_fn is not None else []
+    while pending:
+        node = pending.pop()
+        for parent, _ in node.next_functions:
+            if parent is not None and parent not in seen:
+                seen.add(parent)
+                pending.append(parent)
+    return seen
+
+
+class _IpuPool:
+    """The IPUs of this process's machine, shared by every attached executable (a test sets `total`)."""
+
+    def __init__(self) -> None:
+        self.total = int(os.environ.get("IPUFLOW_STAND_IN_IPUS", "64"))
+        self._held: "weakref.WeakKeyDictionary[PoplarExecutor, int]" = weakref.WeakKeyDictionary()
+
+    def acquire(self, holder: "PoplarExecutor", count: int) -> None:
+        """Hold `count` IPUs for `holder`, or fail as poptorch's CompilerImpl::createDevice does
+        (popart_compiler/source/CompilerImpl.cpp [1d26cbd1]: "Failed to acquire N IPU(s)")."""
+        if self._free() < count:
+            gc.collect()  # an executable freed by the garbage collector released its IPUs (~CompilerImpl detaches)
+        if self._free() < count:
+            raise RuntimeError(f"Failed to acquire {count} IPU(s)")
+        self._held[holder] = count
+
+    def release(self, holder: "PoplarExecutor") -> None:
+        self._held.pop(holder, None)
+
+    def _free(self) -> int:
+        return self.total - sum(self._held.values())
+
+
+_IPU_POOL = _IpuPool()
+
+
+def _ipus_needed(model: torch.nn.Module, options: "Options") -> int:
+    """IPUs an executable acquires: (highest block IPU + 1) x replicas, rounded up to a power of two
+    as autoRoundNumIPUs(True) asks (CompilerImpl::createDevice)."""
+    ipus = 1 + max((block[1] or 0 for block in (getattr(module, "poptorch_block", None) for module in model.modules())
+                    if block is not None), default=0)
+    needed = ipus * options.replication_factor
+    return 1 << (needed - 1).bit_length()
 
 
 class PoplarExecutor:
@@ -513,6 +730,9 @@ class PoplarExecutor:
         options._frozen = True  # poptorch freezes the user's options and keeps an unfrozen clone
         options = options.clone()
         self._user_model = model
+        # trainingModel/inferenceModel wrap a shallow copy (python/__init__.py [0044b21a]): the
+        # submodules are shared, the top module's own attributes (its `training` flag) are copied.
+        self._model = copy.copy(model)
         self._options = options
         self._training = training
         if options.defaultOutputMode():
@@ -524,8 +744,14 @@ class PoplarExecutor:
         self._updated: Dict[str, torch.Tensor] = {}
         self._input_spec: Optional[Dict[str, Tuple[torch.Size, torch.dtype]]] = None
         self._attached = False
+        self._ipus = 0  # IPUs the compiled executable acquires
         self._host_weights_version = -1
         self.set_optimizer_calls = 0
+        # What the compile trace saw (test helpers, not poptorch's): blocks in the order entered,
+        # tensors checkpointed for recomputation, and the pipeline stages they make.
+        self.placements: List[Tuple[Optional[str], Optional[int]]] = []
+        self.recomputation_checkpoints = 0
+        self.pipeline_stages = 1
         if optimizer is not None:
             self.setOptimizer(optimizer)
         options._frozen = True
@@ -561,13 +787,69 @@ class PoplarExecutor:
             logger.warning("Call to compile() ignored: the executable is already compiled")
             return
         self._input_spec = {key: self._narrow(key, value) for key, value in inputs.items()}
-        self._device_model = copy.deepcopy(self._user_model)
-        self._device_model.train(self._training)
+        self._check_return_period()
+        self._trace(inputs)
+        # Compiling acquires the IPUs (connection type Always) before the engine loads.
+        self._ipus = _ipus_needed(self._model, self._options)
+        _IPU_POOL.acquire(self, self._ipus)
+        # The trace is the modules as they are now, modes included: poptorch never calls .train()
+        # (PoplarExecutor._compileWithDispatch calls the wrapped model as it is, python/_poplar_executor.py
+        # [1ec449d6]); the "device" keeps that trace until it is destroyed.
+        self._device_model = copy.deepcopy(self._model)
         if self._training:
             self._build_device_optimizer()
         self._attached = True
         self._on_device_attach()
         self._save_to_executable_cache()
+
+    def _trace(self, inputs: Dict[str, torch.Tensor]) -> None:
+        """Trace one micro-batch through a copy of the model (its mode, random numbers and buffers
+        untouched), recording blocks and checkpoints, then apply poptorch's pipeline rules."""
+        global _TRACE
+        micro = next(iter(inputs.values())).shape[0] // self._factor()
+        model = copy.deepcopy(self._model)  # the wrapped copy, in the mode it will be compiled in
+        _TRACE = _Trace()
+        try:
+            with torch.random.fork_rng(devices=[]), torch.no_grad():
+                model(**{key: value[:micro] for key, value in inputs.items()})
+            trace = _TRACE
+        finally:
+            _TRACE = None
+        self.placements = trace.placements
+        self.recomputation_checkpoints = trace.recomputation_checkpoints
+        self._check_pipeline_stages()
+
+    def _check_pipeline_stages(self) -> None:
+        """popart_compiler/source/CompilerImpl.cpp numPipelineStages and Compiler.cpp (poptorch
+        c2a8b177): every IPU switch starts a forward stage; training adds one backward stage per forward
+        stage but the last; PipelinedExecution needs gradientAccumulation (training) or
+        deviceIterations (inference) >= the stages. ShardedExecution has no such rule."""
+        strategies = self._options.called("setExecutionStrategy")
+        if strategies and type(strategies[-1][0]) is not PipelinedExecution:
+            return
+        ipus = [0] + [ipu for _, ipu in self.placements if ipu is not None]
+        forward = 1 + sum(1 for previous, ipu in zip(ipus, ipus[1:]) if ipu != previous)
+        stages = 2 * forward - 1 if self._training else forward
+        self.pipeline_stages = stages
+        if self._training and self._options.Training.gradient_accumulation < stages:
+            raise RuntimeError(
+                "poptorch.Options().Training.gradientAccumulation must be greater than or equal to the number of "
+                f"pipeline stages ({stages}) when using poptorch.PipelinedExecution. Please note that a model with "
+                f"{forward} pipeline stages in PopTorch will have an additional {forward - 1} stages when training.")
+        if not self._training and self._options.device_iterations < stages:
+            raise RuntimeError("poptorch.Options().deviceIterations must be greater than or equal to the number of "
+                               f"pipeline stages ({stages}) when using PopTorch.PipelinedExecution.")
+
+    def _check_return_period(self) -> None:
+        """PopART's DataFlow::isValidAnchorReturnPeriod (popart willow/src/dataflow.cpp), run when the
+        session is built: EveryN's N must divide the batches per step (device iterations)."""
+        options = self._options
+        if options.output_mode != OutputMode.EveryN:
+            return
+        if options.output_return_period > options.device_iterations:
+            raise RuntimeError("Return period must be <= to the number of batches per step")
+        if options.device_iterations % options.output_return_period:
+            raise RuntimeError("Return period must be a factor of the number of batches per step")
 
     def _save_to_executable_cache(self) -> None:
         # poptorch (through PopART) writes the compiled executable into the cache directory as
@@ -612,6 +894,21 @@ class PoplarExecutor:
         extras["lr"] = self._optimizer.defaults["lr"]
         self._device_optimizer = kind(groups, **extras)
 
+    def _replace_device_optimizer(self) -> None:
+        """A new optimizer object after compile: its hyperparameters reach the device, but the moments
+        stay those in the executable's tensors. poptorch writes optimizer state only when the new
+        optimizer has some of its own (setOptimizer -> _write_optim_state_dict_if_needed writes only
+        when has_state(), python/_poplar_executor.py [1ec449d6]); otherwise the device state is kept.
+        (Another optimizer type is another program; the stand-in starts that one's state afresh.)"""
+        previous = self._device_optimizer
+        kept = {name: previous.state[tensor] for name, tensor in self._updated.items()
+                if previous is not None and tensor in previous.state}
+        self._build_device_optimizer()
+        assert self._device_optimizer is not None
+        if previous is not None and type(previous) is type(self._device_optimizer):
+            for name, state in kept.items():
+                self._device_optimizer.state[self._updated[name]] = state
+
     def _device_names(self) -> Dict[int, str]:
         return {id(parameter): name for name, parameter in self._updated.items()}
 
@@ -619,9 +916,10 @@ class PoplarExecutor:
         """The device optimizer state in poptorch's format: named state tensors and weights."""
         assert self._device_optimizer is not None and self._device_model is not None
         names = self._device_names()
-        ipu_state = {f"{names[id(parameter)]}/{key}": value.detach().clone()
+        # torch 2.0's RMSprop counts its step in a Python int, later torch in a tensor: both kept, as tensors.
+        ipu_state = {f"{names[id(parameter)]}/{key}": torch.as_tensor(value).detach().clone()
                      for parameter, state in self._device_optimizer.state.items() for key, value in state.items()
-                     if isinstance(value, torch.Tensor)}
+                     if isinstance(value, (torch.Tensor, int, float))}
         ipu_param = {name: value.detach().clone() for name, value in self._device_model.named_parameters()}
         return {"ipu_state": ipu_state, "ipu_param": ipu_param}
 
@@ -665,6 +963,7 @@ class PoplarExecutor:
             raise RuntimeError(NO_EXECUTABLE_ERR)
         if self._attached:
             raise RuntimeError("Device is already attached")
+        _IPU_POOL.acquire(self, self._ipus)  # CompilerImpl::attachToDevice creates the device again
         self._attached = True
         self._on_device_attach()
 
@@ -678,6 +977,7 @@ class PoplarExecutor:
             assert self._optimizer is not None
             self._optimizer.state_dict()
         self._attached = False
+        _IPU_POOL.release(self)
 
     def copyWeightsToHost(self) -> None:
         if not self.isCompiled():
@@ -703,6 +1003,7 @@ class PoplarExecutor:
         if not self._training:
             raise RuntimeError("setOptimizer: not a training model")
         self.set_optimizer_calls += 1
+        _check_mandatory_group_attributes(optimizer)
         replaced = optimizer is not self._optimizer
         hyperparameters = [{key: copy.deepcopy(value) for key, value in group.items() if key != "params"} for group in optimizer.param_groups]
         if not replaced and isinstance(optimizer, _PoptorchOptimizer):
@@ -723,7 +1024,7 @@ class PoplarExecutor:
         self._sent_hyperparameters = hyperparameters
         if self.isCompiled():
             if replaced:
-                self._build_device_optimizer()
+                self._replace_device_optimizer()
             else:
                 assert self._device_optimizer is not None
                 for group, hyper in zip(self._device_optimizer.param_groups, self._sent_hyperparameters):
@@ -743,6 +1044,7 @@ class PoplarExecutor:
         self._device_optimizer = None
         self._input_spec = None
         self._attached = False
+        _IPU_POOL.release(self)
 
     def __call__(self, *args: Any, **kwargs: torch.Tensor) -> Dict[str, torch.Tensor]:
         if args:
@@ -788,10 +1090,13 @@ class PoplarExecutor:
                 for replica in range(r):
                     micro_inputs = {key: value[d, g, replica] for key, value in chunks.items()}
                     if self._training:
-                        outputs = model(**micro_inputs)
-                        loss = _find_loss(outputs)
+                        with _LossGraph() as graph:
+                            outputs = model(**micro_inputs)
+                        loss = graph.final_loss()
                         scale = getattr(self._device_optimizer, "loss_scaling", 1.0)
-                        (loss * scale / (ga * r)).backward()
+                        # The scale multiplies the loss's gradient, not the loss (PopART scales the
+                        # backward pass: a half loss times the scale may overflow where its gradient does not).
+                        loss.backward(torch.full_like(loss, scale / (ga * r)))
                     else:
                         with torch.no_grad():
                             outputs = model(**micro_inputs)
@@ -811,11 +1116,8 @@ class PoplarExecutor:
                 tensor.grad = weight.grad.float()
         grads = [tensor.grad for _, tensor in updated]
         scale = getattr(optimizer, "loss_scaling", 1.0)
-        if self._options.Training.auto_loss_scaling and not all(bool(torch.isfinite(grad).all()) for grad in grads):
-            # Automatic loss scaling: an overflow skips the update and halves the scale (PopART's
-            # histogram-based algorithm is not emulated; this keeps its contract).
-            optimizer.loss_scaling = scale / 2
-            return
+        if self._options.Training.auto_loss_scaling:
+            next_scale = _automatic_loss_scale(scale, [(weight.dtype, weight.grad) for weight, _ in updated])
         for grad in grads:
             grad.div_(scale)
         max_norm = getattr(optimizer, "max_grad_norm", float("inf"))
@@ -832,6 +1134,8 @@ class PoplarExecutor:
                 for key, dtype in (("exp_avg", first), ("momentum_buffer", first), ("exp_avg_sq", second), ("square_avg", second)):
                     if isinstance(state.get(key), torch.Tensor) and state[key].dtype != dtype:
                         state[key].copy_(state[key].to(dtype))  # stored in the accumulation dtype
+        if self._options.Training.auto_loss_scaling:
+            optimizer.loss_scaling = next_scale  # the next update's scale; this one was applied whatever it held
 
     def _reduce(self, per_replica: List[List[Dict[str, torch.Tensor]]]) -> Dict[str, torch.Tensor]:
         mode = self._options.output_mode
@@ -839,8 +1143,11 @@ class PoplarExecutor:
         if mode == OutputMode.Final:
             indices = [steps - 1]
         elif mode == OutputMode.EveryN:
+            # Every N-th global batch with all its accumulation steps (popart willow/include/popart/
+            # dataflow.hpp, AnchorReturnTypeId::EveryN); step index = device_iteration × GA + g.
             period = self._options.output_return_period
-            indices = [index for index in range(steps) if (index + 1) % period == 0]
+            ga = self._options.Training.gradient_accumulation if self._training else 1
+            indices = [index for index in range(steps) if (index // ga + 1) % period == 0]
         else:
             indices = list(range(steps))
         if mode == OutputMode.Sum:

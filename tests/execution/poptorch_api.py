@@ -6,7 +6,9 @@ and the source file it was read from. Names are poptorch's: ``options._TrainingO
 ``poptorch.options._TrainingOptions`` (reached as ``Options().Training``); the stand-in defines every
 class at its top level. The files were read through the stored copy of the public repository
 (`find_files`/`read_file`/`find_string` of the project's search tool); a stored version is named by
-its commit (the one version the tool stores, from `find_files`) and the tool's file-version id.
+the tool's file-version id. ``commit`` is the revision cited, poptorch c2a8b177 (2023-09-29, version 3.4):
+the files were read in that line's SDK 3.x generation. (The commit `find_files` lists for a path names
+one stored version of it, for five of these files not the one read: docs/execution.md.)
 """
 
 from __future__ import annotations
@@ -18,34 +20,34 @@ REPOSITORY = "graphcore/poptorch"
 SOURCES: Dict[str, Dict[str, str]] = {
     "options": {
         "path": "python/options.py",
-        "commit": "0c468a29168bad4c0c018c7e861eeab9740666f2",
+        "commit": "c2a8b177",
         "version": "stored file 16981473939 (74,509 characters; has _TrainingOptions.setMeanAccumulationAndReplicationReductionStrategy)",
     },
     "optim": {
         "path": "python/optim.py",
-        "commit": "2813bffdd280a60b4f0fd88eff93d7fd4ccffa05",
+        "commit": "c2a8b177",
         "version": "stored file 17033159313 (37,647 characters): torch-2.0 signatures (Adam has `fused`), "
                    "LAMB with max_weight_norm, the SDK 3.x generation",
     },
     "poplar_executor": {
         "path": "python/_poplar_executor.py",
-        "commit": "1ec449d6eb0339171595897c3923ca351f5f7055",
+        "commit": "c2a8b177",
         "version": "stored file 17056622640 (68,205 characters): dispatcher tracing, "
                    "ipu_state optimizer state, the SDK 3.x generation",
     },
     "init": {
         "path": "python/__init__.py",
-        "commit": "0044b21aa02e88528c69d0070a6136ecd51aa0b8",
+        "commit": "c2a8b177",
         "version": "stored file 17020045343 (23,105 characters; trainingModel, inferenceModel, DataLoader)",
     },
     "ops": {
         "path": "python/ops.py",
-        "commit": "ce114cdb35107390d22b82810cbe3b6cb5a1502a",
+        "commit": "c2a8b177",
         "version": "stored file 16984172619 (53,504 characters; BeginBlock(layer_to_call, ...), Block, removeBlocks)",
     },
     "enums": {
         "path": "python/enums.py",
-        "commit": "072fede0343163f56b706544beabacc1a0be51d2",
+        "commit": "c2a8b177",
         "version": "stored file 16989281062 (10,075 characters)",
     },
 }
@@ -159,7 +161,7 @@ OPTIMIZER_GROUP_ATTRIBUTES: Dict[str, Tuple[str, ...]] = {
 """Each poptorch optimizer's `_group_vars` (python/optim.py): the attributes a parameter group may set."""
 
 EXECUTOR_USES = frozenset({
-    "trainingModel", "inferenceModel", "BeginBlock", "removeBlocks", "recomputationCheckpoint",
+    "trainingModel", "inferenceModel", "BeginBlock", "removeBlocks", "recomputationCheckpoint", "identity_loss",
     "Options.__init__", "Options.autoRoundNumIPUs", "Options.deviceIterations", "Options.replicationFactor",
     "Options.outputMode", "Options.randomSeed", "Options.enableExecutableCaching", "Options.setAvailableMemoryProportion",
     "Options.setExecutionStrategy", "options._TrainingOptions.gradientAccumulation",
@@ -173,7 +175,8 @@ EXECUTOR_USES = frozenset({
     "optim.Optimizer.state_dict", "optim.Optimizer.load_state_dict", "optim.SGD.__init__", "optim.Adam.__init__",
     "optim.AdamW.__init__", "optim.RMSprop.__init__", "optim.LAMB.__init__",
 })
-"""The callables ipuflow's poptorch executor (ipuflow/execution/poptorch.py) and IPU ops
+"""The callables ipuflow's poptorch executor (ipuflow/execution/poptorch.py: identity_loss marks the
+training loss) and IPU ops
 (ipuflow/execution/ipu_ops.py: identity_loss, set_available_memory, BeginBlock, Block) call; the
 proxy test checks that the executor calls exactly these (ShardedExecution counts as PipelinedExecution)."""
 

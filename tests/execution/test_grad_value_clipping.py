@@ -12,6 +12,7 @@ from ipuflow.config import ConfigurationError, Params
 from ipuflow.execution import NativeExecutor, StepExecutor
 from tests.execution.executor_test_models import Regression, regression_batch
 from tests.execution.test_contract import assert_same_weights, weights
+from tests.execution.torch_capabilities import needs_cpu_grad_scaler
 
 
 def _reference_clipped_update(model: Regression, batch: dict, micro_batches: int, clip: float, lr: float) -> None:
@@ -25,7 +26,8 @@ def _reference_clipped_update(model: Regression, batch: dict, micro_batches: int
     optimizer.step()
 
 
-@pytest.mark.parametrize("scaling", [{}, {"loss_scaling": 1024.0}, {"loss_scaling": 1024.0, "auto_loss_scaling": True}])
+@pytest.mark.parametrize("scaling", [{}, {"loss_scaling": 1024.0},
+                                     pytest.param({"loss_scaling": 1024.0, "auto_loss_scaling": True}, marks=needs_cpu_grad_scaler)])
 def test_value_clipping_bounds_the_unscaled_reduced_gradient(scaling):
     model, reference = Regression(), Regression()
     batch = regression_batch(8)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 
@@ -10,6 +12,7 @@ from ipuflow.execution import NativeExecutor, StepExecutor
 from ipuflow.execution.precision import LossScaler
 from tests.execution.executor_test_models import Regression, regression_batch
 from tests.execution.test_contract import assert_same_weights, reference_training, weights
+from tests.execution.torch_capabilities import needs_cpu_fp16_autocast, needs_cpu_grad_scaler, needs_torch_compile
 
 
 def test_native_is_the_default_implementation():
@@ -81,6 +84,7 @@ def test_static_loss_scaling_in_fp32_is_a_numerical_no_op():
     assert_same_weights(weights(scaled), weights(plain))
 
 
+@needs_cpu_fp16_autocast
 def test_fp16_with_static_loss_scaling_trains_close_to_fp32():
     model, reference = Regression(), Regression()
     executor = NativeExecutor(model, torch.optim.SGD(model.parameters(), lr=0.1), device="cpu", precision="fp16", loss_scaling=128.0)
@@ -91,6 +95,7 @@ def test_fp16_with_static_loss_scaling_trains_close_to_fp32():
     torch.testing.assert_close(model.linear.weight, reference.linear.weight, rtol=0.02, atol=0.01)
 
 
+@needs_cpu_grad_scaler
 def test_dynamic_loss_scaling_skips_a_non_finite_update_and_lowers_the_scale():
     model = Regression()
     executor = NativeExecutor(model, torch.optim.SGD(model.parameters(), lr=0.1), device="cpu", precision="fp16", auto_loss_scaling=True, loss_scaling=1024.0)
@@ -106,6 +111,7 @@ def test_dynamic_loss_scaling_skips_a_non_finite_update_and_lowers_the_scale():
     assert state["scale"] == 512.0
 
 
+@needs_cpu_grad_scaler
 def test_loss_scaler_state_round_trips():
     scaler = LossScaler("cpu", 64.0, True, 1)
     state = scaler.state_dict()
@@ -133,6 +139,7 @@ def test_length_bucket_signatures_can_be_compiled_explicitly():
 
 
 @pytest.mark.slow
+@needs_torch_compile
 def test_compiled_executor_matches_eager_within_tolerance():
     eager_model, compiled_model = Regression(), Regression()
     eager = NativeExecutor(eager_model, torch.optim.Adam(eager_model.parameters(), lr=0.01), device="cpu", device_iterations=2, gradient_accumulation=2)
@@ -174,6 +181,7 @@ def test_cuda_fp16_dynamic_loss_scaling_runs():
     assert executor.state_dict()["rng"]["cuda"]
 
 
+@needs_torch_compile
 def test_built_from_config_as_lazy_with_the_model_and_optimizer_injected():
     # As the trainer does: Lazy[StepExecutor] from the executor block, constructed with model and optimizer.
     lazy = Lazy(StepExecutor, Params({"device": "cpu", "device_iterations": 2, "compile": {"mode": "default"}}))
@@ -182,3 +190,28 @@ def test_built_from_config_as_lazy_with_the_model_and_optimizer_injected():
     assert isinstance(executor, NativeExecutor) and executor.batch_size_factor == 2
     with pytest.raises(ConfigurationError, match="device_iteration"):
         StepExecutor.from_params(Params({"device_iteration": 2}), model=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1))
+
+
+def test_resuming_with_another_cpu_thread_count_warns_that_the_weights_will_differ_in_the_last_bits():
+    # torch's CPU matmul (oneMKL sgemm) sums in an order that depends on the thread count: a resume
+    # with another count is not bitwise equal to the uninterrupted run (docs/training.md).
+    def executor() -> NativeExecutor:
+        model = Regression()
+        return NativeExecutor(model, torch.optim.Adam(model.parameters(), lr=0.01), device="cpu")
+
+    saving = executor()
+    saving(regression_batch(4, seed=0))
+    before = torch.get_num_threads()
+    state = saving.state_dict()
+    assert state["cpu_threads"] == before
+    try:
+        torch.set_num_threads(before + 1)
+        with pytest.warns(UserWarning, match=rf"written with {before} CPU threads.*runs {before + 1}.*num_threads: {before}"):
+            executor().load_state_dict(state)
+        torch.set_num_threads(before)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            executor().load_state_dict(state)  # the same count: bitwise, nothing to say
+            executor().load_state_dict({key: value for key, value in state.items() if key != "cpu_threads"})  # older checkpoint
+    finally:
+        torch.set_num_threads(before)

@@ -129,8 +129,9 @@ def test_a_four_ipu_pipeline_file_maps_every_key_and_the_block_wins(tmp_path, mo
 def test_keys_in_the_executor_block_and_the_trainer_win_over_the_file():
     path = fixture("summarization_ipu_config.json")
     base = {"ipu_config": path, "pipeline_layers": "layers", "embedding_serialization_factor": 1}
-    from_block = build({**base, "gradient_accumulation": 2, "matmul_proportion": 0.2})
-    assert from_block.poptorch_options.called("Training.gradientAccumulation") == [(2,)]
+    # 7: the file's four pipeline stages need 2 × 4 − 1 in training.
+    from_block = build({**base, "gradient_accumulation": 7, "matmul_proportion": 0.2})
+    assert from_block.poptorch_options.called("Training.gradientAccumulation") == [(7,)]
     assert from_block.poptorch_options.called("setAvailableMemoryProportion") == [({f"IPU{i}": 0.2 for i in range(4)},)]
     # trainer.num_gradient_accumulation_steps reaches the executor as an injected argument.
     from_trainer = build(base, gradient_accumulation=8)

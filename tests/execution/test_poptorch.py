@@ -14,6 +14,7 @@ from ipuflow.execution.ipu_config import resolve_placements
 from ipuflow.training.optimizers import Optimizer
 from tests.execution import fake_poptorch
 from tests.execution.executor_test_models import Regression, regression_batch
+from tests.execution.torch_capabilities import needs_cpu_half_kernels
 
 
 @pytest.fixture(autouse=True)
@@ -137,6 +138,7 @@ def test_an_unsupported_optimizer_is_a_configuration_error():
 REGISTERED_TWINS = {"sgd": "SGD", "adam": "Adam", "adamw": "AdamW", "rmsprop": "RMSprop", "lamb": "LAMB"}
 
 
+@needs_cpu_half_kernels
 @pytest.mark.parametrize("name", sorted(REGISTERED_TWINS))
 def test_every_registered_optimizer_with_a_twin_converts_with_groups_and_explicit_hyperparameters(name):
     # Every optimizer a config builds is a registered subclass (issue 10: they were looked up by exact type).

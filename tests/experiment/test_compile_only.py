@@ -34,7 +34,7 @@ def _write_config(directory: Path, data_dir: Path, lengths: dict = {"length_buck
 
 
 def _report(out: str) -> dict:
-    return json.loads(out[out.index("\n{") + 1:])
+    return json.loads(out)  # stdout is the JSON report alone, for `| jq`; the summary lines go to stderr
 
 
 def _ipuflow(*args: str, stand_in: bool = False, cwd: Path = ROOT) -> subprocess.CompletedProcess:
@@ -47,10 +47,10 @@ def test_compile_only_fixes_every_length_bucket_and_leaves_the_directory_for_a_l
     config = _write_config(tmp_path, tiny_data, num_epochs=1)
     target = tmp_path / "run"
     assert run(["train", str(config), "-s", str(target), "--compile-only"]) == 0
-    out = capsys.readouterr().out
+    captured = capsys.readouterr()
     assert not target.exists()
-    assert f"{target} was not touched" in out
-    report = _report(out)
+    assert f"{target} was not touched" in captured.err
+    report = _report(captured.out)
     assert report["backend"] == "native"
     by_loader = {entry["loader"]: entry for entry in report["compiled"]}
     assert set(by_loader) == {"training", "validation", "test"}
@@ -108,7 +108,7 @@ def test_compile_only_cli_with_torch_compile_says_what_it_compiled(tiny_data, tm
     by_loader = {entry["loader"]: entry for entry in _report(done.stdout)["compiled"]}
     assert by_loader["training"]["compiled"] == "torch.compile built the forward and backward graphs for 2 input shape(s)"
     assert by_loader["validation"]["compiled"] == "torch.compile built the forward graphs for 2 input shape(s)"
-    assert "Compiled for the training loader (training, 2 input shape(s): tokens [4, 4]" in done.stdout
+    assert "Compiled for the training loader (training, 2 input shape(s): tokens [4, 4]" in done.stderr
 
 
 def test_compile_only_on_poptorch_fills_the_executable_cache(tiny_data, tmp_path):
@@ -144,7 +144,7 @@ def test_compile_only_with_an_optimum_ipu_config_fills_its_cache_in_the_working_
     config = _write_config(tmp_path, tiny_data, {"max_length": 8}, executor={"type": "poptorch", "ipu_config": "ipu_config.json"})
     done = _ipuflow("train", str(config), "-s", "run", "--compile-only", stand_in=True, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert "poptorch compiled the training executable, cached in ./exe_cache" in done.stdout
+    assert "poptorch compiled the training executable, cached in ./exe_cache" in done.stderr
     assert len(list((tmp_path / "exe_cache").glob("*.popef"))) == 2
     assert not (tmp_path / "run").exists()
 

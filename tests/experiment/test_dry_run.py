@@ -131,3 +131,24 @@ def test_a_poptorch_config_is_checked_without_poptorch(tiny_data, tmp_path, monk
     bad_option = write_config(tmp_path, tiny_config(tiny_data, executor={**executor, "precision": "bf16"}), "bf16.json")
     assert dry_run(bad_option, tmp_path / "run") == 2
     assert "IPUs have no bf16" in capsys.readouterr().err
+
+
+def test_a_poptorch_plan_without_poptorch_reads_the_ipu_config_file(tiny_data, tmp_path, monkeypatch, capsys):
+    """Issue 23.5: configs/ipu_config.json's device_iterations 4 and gradient_accumulation_steps 2 shape
+    the plan, as they shape the real poptorch run (keys of the executor block still win)."""
+    from tests.conftest import ROOT
+
+    monkeypatch.setitem(sys.modules, "poptorch", None)
+    executor = {"type": "poptorch", "ipu_config": str(ROOT / "configs" / "ipu_config.json"), "precision": "fp32"}
+    path = write_config(tmp_path, tiny_config(tiny_data, executor=executor))
+    assert dry_run(path, tmp_path / "run") == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["executor"]["device_iterations"] == 4 and report["executor"]["gradient_accumulation"] == 2
+    assert report["combined_batch_size"] == 4 * 4 * 2 and report["optimizer_updates_per_epoch"] == 4
+    # A key of the block wins over the file; the trainer's own spelling does too.
+    block = write_config(tmp_path, tiny_config(tiny_data, executor={**executor, "device_iterations": 1}), "block.json")
+    assert dry_run(block, tmp_path / "run") == 0
+    assert json.loads(capsys.readouterr().out)["executor"]["device_iterations"] == 1
+    alias = write_config(tmp_path, tiny_config(tiny_data, executor=executor, num_gradient_accumulation_steps=3), "alias.json")
+    assert dry_run(alias, tmp_path / "run") == 0
+    assert json.loads(capsys.readouterr().out)["executor"]["gradient_accumulation"] == 3

@@ -222,3 +222,25 @@ def test_evaluate_and_predict_read_the_shipped_data_in_batches_with_the_instance
     assert run(["predict", str(trained_run), str(path), "--use-dataset-reader", "--output-file", str(by_reader), "--silent"]) == 0
     assert run(["predict", str(trained_run), str(path), "--output-file", str(by_lines), "--silent"]) == 0
     assert by_reader.read_text() == by_lines.read_text() and len(by_reader.read_text().splitlines()) == len(rows)
+
+
+def _strict_json(text):
+    def refuse(constant):
+        raise ValueError(f"{constant} is not JSON")
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_evaluate_writes_json_that_strict_readers_accept_when_a_metric_is_nan(trained_run, tiny_data, tmp_path, capsys):
+    from safetensors.torch import load_file, save_file
+
+    weights = load_file(str(trained_run / "best.safetensors"))
+    broken = tmp_path / "nan.safetensors"
+    save_file({name: torch.full_like(value, float("nan")) for name, value in weights.items()}, str(broken))
+    output = tmp_path / "metrics.json"
+    capsys.readouterr()
+    assert run(["evaluate", str(trained_run), str(tiny_data / "test.jsonl"), "--weights-file", str(broken),
+                "--output-file", str(output)]) == 0
+    printed = capsys.readouterr().out
+    for metrics in (_strict_json(output.read_text()), _strict_json(printed[printed.index("{"):printed.rindex("}") + 1])):
+        assert metrics["loss"] is None  # NaN is written as null, as predict writes it
+        assert metrics["accuracy"] == pytest.approx(metrics["accuracy"])

@@ -230,13 +230,17 @@ def test_a_signal_outside_training_says_where_it_stopped_and_recover_finishes_th
     """)
     assert result.returncode == 1, result.stderr[-2000:]
     error = " ".join(result.stderr.split())
-    assert f"Interrupted by {signal_name} during {phase}" in error and "-r" in error, error[-2000:]
+    assert f"Interrupted by {signal_name} during {phase}" in error, error[-2000:]
     assert "Aborted" not in error and "Traceback" not in error
     checkpoints = sorted(path.name for path in directory.glob("checkpoint_*.json"))
     epochs_files = sorted(path.name for path in directory.glob("metrics_epoch_*.json"))
-    if phase != "start-up":
-        assert "without training" in error
-    assert run(["train", str(config), "-s", str(directory), "-r"]) == 0
+    if phase == "start-up":
+        # A start that did not finish leaves nothing behind: the same command runs again, without --force.
+        assert "run the command again" in error and not directory.exists()
+        assert run(["train", str(config), "-s", str(directory)]) == 0
+    else:
+        assert "without training" in error and f"`ipuflow train -s {directory} -r`" in error
+        assert run(["train", "-s", str(directory), "-r"]) == 0
     metrics = json.loads((directory / "metrics.json").read_text())
     assert metrics["epoch"] == 1 and "test_accuracy" in metrics and (directory / "model.tar.gz").is_file()
     if phase != "start-up":  # training had finished: -r trained nothing more

@@ -93,3 +93,16 @@ def test_metrics_from_config_get_the_vocabulary_injected():
 def test_bad_shapes_are_reported():
     with pytest.raises(ValueError, match="expects scores"):
         CategoricalAccuracy()(torch.zeros(4, 3), torch.zeros(4, 2, dtype=torch.long))
+
+
+def test_class_ids_outside_the_classes():
+    # A predicted id outside [0, num_classes) is a wrong prediction of no class.
+    f1 = F1Measure(average="none", num_classes=2)
+    f1(torch.tensor([0, 5, -7, 1]), torch.tensor([0, 1, 1, 1]))
+    assert f1.get_metric() == {"0": pytest.approx(1.0), "1": pytest.approx(2 * 1 / (1 + 3))}
+    # A kept gold label outside them means num_classes is wrong: said when the metric is read.
+    f1(torch.tensor([0]), torch.tensor([2]))
+    with pytest.raises(ValueError, match=r"1 gold labels were not below num_classes \(2\)"):
+        f1.get_metric()
+    with pytest.raises(ValueError, match="top_k 2 needs scores"):
+        CategoricalAccuracy(top_k=2, num_classes=3)(torch.tensor([0, 1]), torch.tensor([0, 1]))

@@ -225,13 +225,6 @@ def test_hf_names_of_the_control_flags():
     assert control.should_stop and control.should_validate
 
 
-@pytest.mark.parametrize("hook, replacement", [("on_batch", "on_step_end"), ("on_start", "on_train_begin"),
-                                               ("on_epoch", "on_epoch_end"), ("on_end", "on_train_end")])
-def test_a_callback_with_an_old_hook_is_refused_when_defined(hook, replacement):
-    with pytest.raises(TypeError, match=f"{hook}: .*override {replacement}"):
-        type("Old", (TrainerCallback,), {hook: lambda self, *args, **kwargs: None})
-
-
 def test_a_hook_with_the_old_positional_signature_is_refused_when_defined():
     with pytest.raises(TypeError, match=r"OldLog.on_log must take \(self, event\)"):
         class OldLog(TrainerCallback):

@@ -273,7 +273,9 @@ def _resume_config(max_steps=None, output_mode="final"):
     config = {
         "num_epochs": 3,
         "optimizer": {"type": "adam", "lr": 0.01},
-        "learning_rate_scheduler": {"type": "linear_with_warmup", "warmup_steps": 5},
+        # Its own length (3 epochs × 12 updates): max_steps, which stands in for the interruption here,
+        # is the horizon of a schedule whose length is derived (issue 23.4).
+        "learning_rate_scheduler": {"type": "cosine_with_warmup", "warmup_steps": 5, "num_training_steps": 36},
         "moving_average": {"decay": 0.99},
         # With output mode "all" the model's training metrics accumulate too, and their state
         # travels in the checkpoint.

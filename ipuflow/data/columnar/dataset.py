@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -12,13 +13,15 @@ import numpy
 import orjson
 
 from ipuflow.config import ConfigurationError
-from ipuflow.data.collate import FLOAT_VECTOR, INT_SCALAR, INT_SEQUENCE, PackedField
+from ipuflow.data.collate import IGNORE_LABEL, FLOAT_VECTOR, INT_SCALAR, INT_SEQUENCE, PackedField
 from ipuflow.data.columnar.builder import FORMAT_VERSION, INTS, JSON_VALUES, LABELS, META_FILE, TOKEN_IDS, TOKENS, VECTORS
 from ipuflow.data.fields import Field, LabelField, MetadataField, TensorField, TextField, VocabCounter
 from ipuflow.data.instance import Instance
 
 if TYPE_CHECKING:
     from ipuflow.data.vocabulary import Vocabulary
+
+logger = logging.getLogger(__name__)
 
 
 def _map(path: Path, dtype: str, count: int, shape: Optional[List[int]] = None) -> numpy.ndarray:
@@ -84,11 +87,31 @@ class ColumnarDataset(Sequence):
         padded namespace to its OOV id; an unknown label is an error)."""
         other = object.__new__(ColumnarDataset)
         other.__dict__.update(self.__dict__)
-        other._lookups = {
-            namespace: numpy.asarray(vocab.get_token_indices(types, namespace), dtype=numpy.int64)
-            for namespace, types in self._types.items()
-        }
+        other._lookups = {namespace: self._namespace_lookup(vocab, namespace) for namespace in self._types}
         return other
+
+    def _namespace_lookup(self, vocab: "Vocabulary", namespace: str) -> numpy.ndarray:
+        """The vocabulary ids of `namespace`'s stored types. Tags of token sequences (a namespace
+        only `TOKENS` fields use, without an OOV token) that the vocabulary lacks, such as a tag
+        seen in test data but not in training, become `IGNORE_LABEL`, counted in a warning."""
+        types = self._types[namespace]
+        sequence_tags = not vocab.is_padded(namespace) and all(
+            field["kind"] == TOKENS for field in self.fields if field.get("namespace") == namespace
+        )
+        if not sequence_tags:
+            return numpy.asarray(vocab.get_token_indices(types, namespace), dtype=numpy.int64)
+        known = vocab.get_token_to_index_vocabulary(namespace)
+        ids = numpy.asarray([known.get(token, IGNORE_LABEL) for token in types], dtype=numpy.int64)
+        unseen = {token: int(count) for token, count, id_ in zip(types, self._counts[namespace].tolist(), ids.tolist())
+                  if id_ == IGNORE_LABEL and count}
+        if unseen:
+            listed = ", ".join(f"{token!r} x{count}" for token, count in sorted(unseen.items())[:10])
+            logger.warning(
+                "%s: %d occurrences of %d tags that are not in the vocabulary's %r namespace (%s); the model never "
+                "predicts them: they are left out of the loss, and span metrics read them as 'O'.",
+                self.directory, sum(unseen.values()), len(unseen), namespace, listed,
+            )
+        return ids
 
     # ---------------------------------------------------------------------------------- access
 

@@ -10,6 +10,8 @@ import time
 from pathlib import Path
 from typing import IO, Any, Iterator, Optional
 
+from ipuflow.storage.run_lock import open_lock_file
+
 try:  # POSIX; elsewhere concurrent builders are not serialised (each builds its own copy)
     import fcntl
 except ImportError:  # pragma: no cover
@@ -28,7 +30,7 @@ def _same_file(handle: IO[Any], path: Path) -> bool:
 def _acquire(lock_path: Path, blocking: bool) -> Optional[IO[Any]]:
     """The open lock file, locked; None if `blocking` is false and another process holds it."""
     while True:
-        handle = open(lock_path, "a+")
+        handle = open_lock_file(lock_path)
         if fcntl is None:  # pragma: no cover
             return handle
         try:

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Iterable, List, Optional
 
 from ipuflow.config import ConfigurationError
-from ipuflow.data.columnar.builder import META_FILE
 from ipuflow.data.columnar.entry_lock import exclusive_if_free
+from ipuflow.data.columnar.entry_marker import KEY_PATTERN, is_entry, is_partial_entry, is_removed_entry
 
 logger = logging.getLogger(__name__)
 
@@ -85,12 +85,14 @@ def _source(entry: Path) -> str:
 
 
 def list_entries(directory: Path) -> List[CacheEntry]:
-    """The complete entries in the cache at `directory`, least recently used first."""
+    """The complete entries in the cache at `directory`, least recently used first: only directories
+    that carry ipuflow's cache-entry marker (see `entry_marker`); anything else there is not the
+    cache's to list or remove."""
     if not directory.is_dir():
         return []
     entries = []
     for path in directory.iterdir():
-        if path.is_dir() and PARTIAL not in path.name and (path / META_FILE).is_file():
+        if is_entry(path):
             try:
                 entries.append(CacheEntry(path, _size(path), path.stat().st_mtime, _source(path)))
             except FileNotFoundError:  # removed meanwhile by another process
@@ -105,6 +107,8 @@ def remove_entry(entry: Path) -> bool:
     keep reading it (POSIX keeps removed files' data until they are closed).
     """
     key = entry.name.split(PARTIAL)[0]
+    if not KEY_PATTERN.fullmatch(key):
+        return False
     lock_path = entry.parent / f"{key}.lock"
     with exclusive_if_free(lock_path) as free:
         if not free:
@@ -124,12 +128,14 @@ def remove_entry(entry: Path) -> bool:
 def prune(directory: Path, max_size: Optional[int], keep: Iterable[Path] = (), older_than_days: Optional[float] = None) -> List[CacheEntry]:
     """Remove entries until the cache holds at most `max_size` bytes (least recently used first),
     and entries unused for more than `older_than_days`, never those in `keep`; also what interrupted
-    builds left. The removed entries."""
+    builds left. Only what carries the cache-entry marker is touched. The removed entries."""
     kept = {Path(path).resolve() for path in keep}
     for leftover in directory.glob(f"*{PARTIAL}*") if directory.is_dir() else []:
-        remove_entry(leftover)  # only when no process is building that key
+        if is_partial_entry(leftover):
+            remove_entry(leftover)  # only when no process is building that key
     for leftover in directory.glob("*.removing-*") if directory.is_dir() else []:
-        shutil.rmtree(leftover, ignore_errors=True)
+        if is_removed_entry(leftover):
+            shutil.rmtree(leftover, ignore_errors=True)
     entries = list_entries(directory)
     total = sum(entry.size for entry in entries)
     now = time.time()

@@ -143,3 +143,8 @@ class DatasetReader(Registrable):
     def instance_from_json(self, obj: Mapping[str, Any]) -> Instance:
         """An instance from a JSON object with the data files' keys (the label optional)."""
         raise NotImplementedError
+
+    def instances_from_json(self, obj: Mapping[str, Any]) -> List[Instance]:
+        """Every instance of a JSON object: readers that split an example into several (the windows
+        of a long context) override this; by default the one `instance_from_json` gives."""
+        return [self.instance_from_json(obj)]

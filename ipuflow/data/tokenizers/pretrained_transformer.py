@@ -72,6 +72,34 @@ class PretrainedTransformerTokenizer(Tokenizer):
         )["input_ids"]
         return FieldBatch(TOKEN_IDS, ids)
 
+    def encode_words(
+        self, sentences: Sequence[Sequence[str]], max_length: Optional[int] = None
+    ) -> Tuple[List[List[int]], List[List[Optional[int]]]]:
+        """The ids of each sentence of words (already split) and, for every id, the index of the
+        word it is a piece of (None for special tokens), truncated to `max_length` pieces; one
+        batched call of the tokenizer."""
+        if not self._tokenizer.is_fast:
+            raise ConfigurationError(
+                f"{self.model_name!r} has no fast (Rust) tokenizer (tokenizer.json), which aligning word "
+                f"pieces with words needs.",
+                key="model_name",
+            )
+        limit = self._limit(max_length)
+        encoded = self._tokenizer(
+            [list(words) for words in sentences],
+            is_split_into_words=True,
+            add_special_tokens=self.add_special_tokens,
+            truncation=limit is not None,
+            max_length=limit,
+            return_attention_mask=False,
+            return_token_type_ids=False,
+        )
+        return encoded["input_ids"], [encoded.word_ids(index) for index in range(len(sentences))]
+
+    def save_pretrained(self, directory: str) -> None:
+        """Write the tokenizer's files into `directory` (Hugging Face's `save_pretrained` layout)."""
+        self._tokenizer.save_pretrained(directory)
+
     def fingerprint(self) -> Dict[str, Any]:
         """The settings, plus a hash of the tokenizer itself (its vocabulary and rules), so that a
         changed tokenizer directory never reuses cached ids."""
@@ -80,6 +108,34 @@ class PretrainedTransformerTokenizer(Tokenizer):
         content = backend.to_str() if backend is not None else repr(sorted(self._tokenizer.get_vocab().items()))
         description["tokenizer_sha256"] = hashlib.sha256(content.encode("utf-8")).hexdigest()
         return description
+
+    @property
+    def is_fast(self) -> bool:
+        """Whether the tokenizer is a fast (Rust) one, which gives character offsets."""
+        return bool(getattr(self._tokenizer, "is_fast", False))
+
+    def character_spans(self, text: str) -> List[Tuple[int, int]]:
+        """Each word piece's (start, end) character span in `text`, special tokens left out."""
+        encoded = self._tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+        return [tuple(span) for span in encoded["offset_mapping"]]  # type: ignore[misc]
+
+    def encode_pair_windows(self, first: str, second: str, max_length: int,
+                            stride: int) -> List[Tuple[List[int], List[int], List[Optional[List[int]]]]]:
+        """(ids, segment ids, offsets) of each window of `first` + `second` (such as a question and a
+        context): `second` is cut into windows of at most `max_length` tokens in all that overlap by
+        `stride` tokens; offsets are the character spans of `second`'s tokens, None for the rest."""
+        encoded = self._tokenizer(first, second, truncation="only_second", max_length=max_length, stride=stride,
+                                  return_overflowing_tokens=True, return_offsets_mapping=True,
+                                  return_token_type_ids=True)
+        windows = []
+        for index, ids in enumerate(encoded["input_ids"]):
+            sequence_ids = encoded.sequence_ids(index)
+            offsets = [list(span) if sequence == 1 else None
+                       for span, sequence in zip(encoded["offset_mapping"][index], sequence_ids)]
+            given = encoded.get("token_type_ids")
+            segments = list(given[index]) if given is not None else [1 if sequence == 1 else 0 for sequence in sequence_ids]
+            windows.append((list(ids), segments, offsets))
+        return windows
 
     def tokenize(self, text: str) -> List[str]:
         """The word pieces of `text`, with the special tokens."""

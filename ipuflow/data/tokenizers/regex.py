@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import re
-from typing import List, Optional, Pattern, Sequence
+from typing import Any, Iterator, List, Optional, Pattern, Sequence
 
 from ipuflow.config import ConfigurationError
 from ipuflow.data.columnar.builder import TOKENS, FieldBatch, SeparatedTokens
@@ -31,16 +33,59 @@ BATCH_SEPARATOR = "\n" + SEPARATOR_TOKEN + "\n"
 they lowercase as a text's end and start do (the final-sigma rule sees no cased letter there)."""
 
 
+MATCH_SECONDS = 1.0
+"""How long a pattern from an untrusted config (an archive's) may take on one text (plus
+`MATCH_SECONDS_PER_MB` per MB of it): a pattern that backtracks catastrophically would otherwise
+hang on a few dozen characters."""
+MATCH_SECONDS_PER_MB = 1.0
+
+_untrusted = contextvars.ContextVar("ipuflow_untrusted_patterns", default=False)
+
+
+@contextlib.contextmanager
+def patterns_from_untrusted_config() -> Iterator[None]:
+    """Regex tokenizers built inside run their patterns with a time limit (the `regex` module's
+    timeout, about four times slower than `re`): for configs from archives, which anyone may write.
+    A pattern in your own config runs with `re`, at full speed."""
+    token = _untrusted.set(True)
+    try:
+        yield
+    finally:
+        _untrusted.reset(token)
+
+
+class SlowPattern(ConfigurationError):
+    """A tokenizer pattern from a config took too long on a text (it backtracks catastrophically)."""
+
+
+def _compile_bounded(pattern: str) -> Any:
+    """`pattern` compiled with the `regex` module, whose matching takes a timeout (`re` has none);
+    `re` syntax means the same there."""
+    import regex
+
+    try:
+        return regex.compile(pattern)
+    except (regex.error, re.error) as error:
+        raise ConfigurationError(f"{pattern!r} is not a valid regular expression ({error}).", key="pattern") from None
+
+
 @Tokenizer.register("regex")
 class RegexTokenizer(Tokenizer):
     """Tokens are the non-overlapping matches of `pattern` (by default words and punctuation),
     lowercased unless `lowercase` is false."""
 
     def __init__(self, pattern: str = WORDS_AND_PUNCTUATION, lowercase: bool = True) -> None:
-        try:
-            self._regex = _POSSESSIVE_DEFAULT if pattern == WORDS_AND_PUNCTUATION else re.compile(pattern)
-        except re.error as error:
-            raise ConfigurationError(f"{pattern!r} is not a valid regular expression ({error}).", key="pattern") from None
+        # The default pattern is linear; an archive's may not be (see `patterns_from_untrusted_config`).
+        self._bounded = pattern != WORDS_AND_PUNCTUATION and _untrusted.get()
+        if pattern == WORDS_AND_PUNCTUATION:
+            self._regex: Any = _POSSESSIVE_DEFAULT
+        elif self._bounded:
+            self._regex = _compile_bounded(pattern)
+        else:
+            try:
+                self._regex = re.compile(pattern)
+            except re.error as error:
+                raise ConfigurationError(f"{pattern!r} is not a valid regular expression ({error}).", key="pattern") from None
         if self._regex.groups:
             # findall would return the groups instead of the whole matches.
             raise ConfigurationError(f"{pattern!r} has capturing groups; use non-capturing ones, (?:...).", key="pattern")
@@ -49,7 +94,20 @@ class RegexTokenizer(Tokenizer):
 
     def tokenize(self, text: str) -> List[str]:
         """The matches of the pattern in `text`."""
-        return self._regex.findall(text.lower() if self.lowercase else text)
+        return self._findall(text.lower() if self.lowercase else text)
+
+    def _findall(self, text: str) -> List[str]:
+        if not self._bounded:
+            return self._regex.findall(text)
+        try:
+            return self._regex.findall(text, timeout=MATCH_SECONDS + len(text) / 2**20 * MATCH_SECONDS_PER_MB)
+        except TimeoutError:
+            shown = text if len(text) <= 60 else text[:60] + "…"
+            raise SlowPattern(
+                f"the regex tokenizer's pattern {self.pattern!r} took more than {MATCH_SECONDS:g}s on one text of "
+                f"{len(text):,} characters ({shown!r}): it backtracks catastrophically (nested repetition such as "
+                "(a|aa)+$). Write it without nested quantifiers that can match the same text."
+            ) from None
 
     def batch_field(self, texts: Sequence[str], max_tokens: Optional[int] = None, namespace: str = "tokens") -> FieldBatch:
         """The matches of many texts (each cut to `max_tokens`), interned.
@@ -62,7 +120,7 @@ class RegexTokenizer(Tokenizer):
         if self.pattern == WORDS_AND_PUNCTUATION and texts and joined.count(SEPARATOR_TOKEN) == len(texts) - 1:
             flat = self._regex.findall(joined.lower() if self.lowercase else joined)
             return FieldBatch(TOKENS, SeparatedTokens(flat, SEPARATOR_TOKEN, len(texts), max_tokens), namespace)
-        findall = self._regex.findall
+        findall = self._findall
         if self.lowercase:
             tokens = [findall(text.lower())[:max_tokens] for text in texts]
         else:

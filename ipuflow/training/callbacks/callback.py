@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import inspect
-from typing import TYPE_CHECKING, Any, Dict, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 from ipuflow.config import Registrable
+from ipuflow.training.callbacks.allennlp_hooks import ALLENNLP_HOOKS
 from ipuflow.training.events.control import TrainerControl
 from ipuflow.training.events.event import TrainerEvent
 from ipuflow.training.trainer_state import is_primary
@@ -15,15 +16,6 @@ if TYPE_CHECKING:
 
 __all__ = ["TrainerCallback", "TrainerControl", "TrainerEvent"]
 
-# The hooks of the callback interface before events had one object, and what replaced each.
-_RENAMED_HOOKS = {
-    "on_start": "on_train_begin",
-    "on_batch": "on_step_end (training host calls) and on_prediction_step (validation batches)",
-    "on_epoch": "on_epoch_end",
-    "on_end": "on_train_end",
-}
-
-
 class TrainerCallback(Registrable):
     """Hooks into the training loop. Override the events you need; each receives one
     `TrainerEvent` (`event.trainer`, `event.state`, `event.control` and the event's payload).
@@ -32,6 +24,10 @@ class TrainerCallback(Registrable):
     docs/training.md. `serialization_dir` is injected. `state_dict` is saved in checkpoints and
     handed back to `load_state_dict` by list position on resume. `trainer` is set when the
     callback joins a trainer.
+
+    A callback written for AllenNLP 2.10 (overriding `on_start`, `on_backward`, `on_batch`,
+    `on_epoch`, `on_end`, each taking the trainer first) runs unchanged: the dispatch calls those
+    hooks from the events (see `AllenNlpHooksAdapter`).
     """
 
     def __init__(self, serialization_dir: str) -> None:
@@ -40,14 +36,9 @@ class TrainerCallback(Registrable):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        for old, new in _RENAMED_HOOKS.items():
-            if old in cls.__dict__:
-                raise TypeError(
-                    f"{cls.__qualname__}.{old}: TrainerCallback hooks now take one event object; "
-                    f"override {new}(self, event) instead (see docs/training.md, Callbacks)."
-                )
         for name, method in cls.__dict__.items():
-            if name.startswith("on_") and callable(method) and hasattr(TrainerCallback, name):
+            if (name.startswith("on_") and callable(method) and hasattr(TrainerCallback, name)
+                    and name not in ALLENNLP_HOOKS):
                 positional = [p for p in inspect.signature(method).parameters.values()
                               if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
                 if len(positional) != 2:
@@ -97,6 +88,30 @@ class TrainerCallback(Registrable):
 
     def on_predict(self, event: TrainerEvent) -> None:
         """The test set was scored with the best weights (after training): `event.metrics`."""
+
+    # AllenNLP 2.10's hooks: no-ops unless overridden (then `AllenNlpHooksAdapter` calls them).
+
+    def on_start(self, trainer: "GradientDescentTrainer", is_primary: bool = True, **kwargs: Any) -> None:
+        """AllenNLP's: before training, also when resuming."""
+        self.trainer = trainer
+
+    def on_backward(self, trainer: "GradientDescentTrainer", batch_outputs: Any, backward_called: bool,
+                    **kwargs: Any) -> bool:
+        """AllenNLP's: after each training host call, with `backward_called` True (the executor ran it)."""
+        return False
+
+    def on_batch(self, trainer: "GradientDescentTrainer", batch_inputs: List[Any], batch_outputs: List[Any],
+                 batch_metrics: Dict[str, Any], epoch: int, batch_number: int, is_training: bool,
+                 is_primary: bool = True, batch_grad_norm: Optional[float] = None, **kwargs: Any) -> None:
+        """AllenNLP's: after each training host call and each validation batch."""
+
+    def on_epoch(self, trainer: "GradientDescentTrainer", metrics: Dict[str, Any], epoch: int,
+                 is_primary: bool = True, **kwargs: Any) -> None:
+        """AllenNLP's: after each epoch."""
+
+    def on_end(self, trainer: "GradientDescentTrainer", metrics: Optional[Dict[str, Any]] = None,
+               epoch: Optional[int] = None, is_primary: bool = True, **kwargs: Any) -> None:
+        """AllenNLP's: when training ends, also after an error (`metrics` None)."""
 
     def state_dict(self) -> Dict[str, Any]:
         """State to checkpoint (plain values)."""

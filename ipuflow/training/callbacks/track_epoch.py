@@ -6,6 +6,7 @@ from ipuflow.training.callbacks.callback import TrainerCallback
 from ipuflow.training.events.event import TrainerEvent
 
 
+@TrainerCallback.register("track_epoch_callback")  # AllenNLP 2.10's name, for ported configs
 @TrainerCallback.register("track_epoch")
 class TrackEpochCallback(TrainerCallback):
     """Sets ``trainer.model.epoch``: the epochs completed at start, ``epoch + 1`` after each epoch."""

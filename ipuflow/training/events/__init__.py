@@ -2,7 +2,7 @@
 method receives, and the dispatch that fires them."""
 
 from ipuflow.training.events.control import TrainerControl
-from ipuflow.training.events.dispatch import EventDispatch
+from ipuflow.training.events.dispatch import CallbackList, EventDispatch
 from ipuflow.training.events.event import EVENTS, TEST, TRAIN, VALIDATION, TrainerEvent
 
-__all__ = ["EVENTS", "EventDispatch", "TEST", "TRAIN", "TrainerControl", "TrainerEvent", "VALIDATION"]
+__all__ = ["EVENTS", "CallbackList", "EventDispatch", "TEST", "TRAIN", "TrainerControl", "TrainerEvent", "VALIDATION"]

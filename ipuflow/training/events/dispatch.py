@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, List
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Type, Union
 
 from ipuflow.training.events.event import EVENTS, TrainerEvent
 
@@ -28,6 +28,7 @@ class EventDispatch:
     def add(self, callback: "TrainerCallback") -> None:
         """Append a callback: it hears every later event."""
         # Imported here: the callback module imports the event module, which this package provides.
+        from ipuflow.training.callbacks.allennlp_hooks import AllenNlpHooksAdapter, allennlp_hooks_of
         from ipuflow.training.callbacks.callback import TrainerCallback
 
         callback.trainer = self._trainer
@@ -35,6 +36,18 @@ class EventDispatch:
         for name in EVENTS:
             if getattr(type(callback), name) is not getattr(TrainerCallback, name):
                 self._listeners[name].append(getattr(callback, name))
+        hooks = allennlp_hooks_of(callback)
+        if hooks:  # AllenNLP 2.10's hooks, after the callback's own listener of the same event
+            for name, listener in AllenNlpHooksAdapter(callback, hooks).listeners():
+                self._listeners[name].append(listener)
+
+    def remove(self, callback: "TrainerCallback") -> None:
+        """Take `callback` (and its AllenNLP hooks' listeners) off the dispatch."""
+        self.callbacks.remove(callback)
+        for name, listeners in self._listeners.items():
+            self._listeners[name] = [listener for listener in listeners
+                                     if getattr(listener, "__self__", None) is not callback
+                                     and getattr(getattr(listener, "__self__", None), "callback", None) is not callback]
 
     def fire(self, name: str, **payload: Any) -> None:
         """Call every listener of event `name` with one event object built from `payload`."""
@@ -45,3 +58,32 @@ class EventDispatch:
         event = TrainerEvent(name, trainer, trainer.state, trainer.control, **payload)
         for listener in listeners:
             listener(event)
+
+
+class CallbackList:
+    """The trainer's callback list (Hugging Face's `add_callback`, `pop_callback`, `remove_callback`),
+    kept by its `EventDispatch` in `_events`."""
+
+    _events: EventDispatch
+
+    @property
+    def callbacks(self) -> List["TrainerCallback"]:
+        """Every callback on the dispatch: the configured ones, the defaults, then the adapters of
+        `batch_callbacks` and `epoch_callbacks`."""
+        return self._events.callbacks
+
+    def add_callback(self, callback: "TrainerCallback") -> None:
+        """Add a callback after construction (it hears every later event)."""
+        self._events.add(callback)
+
+    def pop_callback(self, callback: Union["TrainerCallback", Type["TrainerCallback"]]) -> Optional["TrainerCallback"]:
+        """Remove and return `callback`, or the first callback of that class (None if there is none)."""
+        found = next((candidate for candidate in self._events.callbacks
+                      if candidate is callback or (isinstance(callback, type) and isinstance(candidate, callback))), None)
+        if found is not None:
+            self._events.remove(found)
+        return found
+
+    def remove_callback(self, callback: Union["TrainerCallback", Type["TrainerCallback"]]) -> None:
+        """Remove `callback`, or the first callback of that class (nothing if there is none)."""
+        self.pop_callback(callback)

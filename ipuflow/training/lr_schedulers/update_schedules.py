@@ -7,7 +7,7 @@ iterations; the first update of a warm-up of ``w`` updates uses ``lr / w``.
 from __future__ import annotations
 
 import math
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 import torch
 
@@ -66,6 +66,8 @@ class ConstantWithWarmupLearningRateScheduler(UpdateFactorScheduler):
     warmup_ratio: warm-up length as a fraction of the run's updates, instead of warmup_steps.
     """
 
+    horizon_fields = ("warmup_steps",)
+
     def __init__(
         self,
         optimizer: torch.optim.Optimizer,
@@ -75,10 +77,11 @@ class ConstantWithWarmupLearningRateScheduler(UpdateFactorScheduler):
         num_warmup_steps: Optional[int] = None,
         num_epochs: Optional[int] = None,
         num_steps_per_epoch: Optional[int] = None,
+        max_steps: Optional[int] = None,
     ) -> None:
         super().__init__(optimizer, last_epoch)
         self.warmup_steps = warmup_updates("constant_with_warmup", warmup_steps, warmup_ratio,
-                                           run_updates(num_epochs, num_steps_per_epoch), num_warmup_steps)
+                                           run_updates(num_epochs, num_steps_per_epoch, max_steps), num_warmup_steps)
         self.step_batch(1)
 
     def factor(self, update_number: int) -> float:
@@ -87,6 +90,8 @@ class ConstantWithWarmupLearningRateScheduler(UpdateFactorScheduler):
 
 
 class _CosineWithWarmup(UpdateFactorScheduler):
+    horizon_fields: Tuple[str, ...] = ("num_training_steps", "warmup_steps")
+
     def __init__(
         self,
         optimizer: torch.optim.Optimizer,
@@ -98,12 +103,14 @@ class _CosineWithWarmup(UpdateFactorScheduler):
         num_epochs: Optional[int],
         num_steps_per_epoch: Optional[int],
         last_epoch: int,
+        max_steps: Optional[int] = None,
     ) -> None:
         super().__init__(optimizer, last_epoch)
-        if num_training_steps is None:
-            require_steps(type(self).__name__, num_epochs, num_steps_per_epoch)
-            num_training_steps = int(num_epochs) * int(num_steps_per_epoch)  # type: ignore[arg-type]
         name = LearningRateScheduler.registered_name(type(self)) or type(self).__name__
+        if num_training_steps is None:
+            num_training_steps = require_steps(name, num_epochs, num_steps_per_epoch, max_steps)
+        else:
+            self.horizon_fields = ()  # configured, so a raised limit on --recover does not stretch it
         self.warmup_steps = warmup_updates(name, warmup_steps, warmup_ratio, num_training_steps, num_warmup_steps)
         if num_training_steps <= self.warmup_steps:
             raise ConfigurationError(
@@ -136,9 +143,10 @@ class CosineWithWarmupLearningRateScheduler(_CosineWithWarmup):
         last_epoch: int = -1,
         warmup_ratio: Optional[float] = None,
         num_warmup_steps: Optional[int] = None,
+        max_steps: Optional[int] = None,
     ) -> None:
         super().__init__(optimizer, warmup_steps, warmup_ratio, num_warmup_steps, num_training_steps, num_cycles,
-                         num_epochs, num_steps_per_epoch, last_epoch)
+                         num_epochs, num_steps_per_epoch, last_epoch, max_steps)
         self.step_batch(1)
 
     def factor(self, update_number: int) -> float:
@@ -168,9 +176,10 @@ class CosineHardRestartsWithWarmupLearningRateScheduler(_CosineWithWarmup):
         last_epoch: int = -1,
         warmup_ratio: Optional[float] = None,
         num_warmup_steps: Optional[int] = None,
+        max_steps: Optional[int] = None,
     ) -> None:
         super().__init__(optimizer, warmup_steps, warmup_ratio, num_warmup_steps, num_training_steps, num_cycles,
-                         num_epochs, num_steps_per_epoch, last_epoch)
+                         num_epochs, num_steps_per_epoch, last_epoch, max_steps)
         self.step_batch(1)
 
     def factor(self, update_number: int) -> float:
@@ -192,6 +201,8 @@ class NoamLR(UpdateFactorScheduler):
     warmup_ratio: warm-up length as a fraction of the run's updates, instead of warmup_steps.
     """
 
+    horizon_fields = ("warmup_steps",)
+
     def __init__(
         self,
         optimizer: torch.optim.Optimizer,
@@ -202,10 +213,12 @@ class NoamLR(UpdateFactorScheduler):
         warmup_ratio: Optional[float] = None,
         num_epochs: Optional[int] = None,
         num_steps_per_epoch: Optional[int] = None,
+        max_steps: Optional[int] = None,
     ) -> None:
         super().__init__(optimizer, last_epoch)
         self.model_size = model_size
-        self.warmup_steps = warmup_updates("noam", warmup_steps, warmup_ratio, run_updates(num_epochs, num_steps_per_epoch))
+        self.warmup_steps = warmup_updates("noam", warmup_steps, warmup_ratio,
+                                           run_updates(num_epochs, num_steps_per_epoch, max_steps))
         if self.warmup_steps < 1:
             raise ConfigurationError("noam needs at least 1 warm-up update.", key="warmup_steps")
         self.noam_factor = factor
@@ -220,11 +233,14 @@ class NoamLR(UpdateFactorScheduler):
 @LearningRateScheduler.register("polynomial_decay")
 class PolynomialDecay(UpdateFactorScheduler):
     """Linear warm-up over `warmup_steps` updates, then ``(lr − end)·((T − s)/(T − warmup))^power +
-    end`` with ``T = num_epochs × num_steps_per_epoch``; `end_learning_rate` from update ``T`` on.
+    end`` with ``T`` the run's updates (`max_steps` when set and reached first, else ``num_epochs ×
+    num_steps_per_epoch``); `end_learning_rate` from update ``T`` on.
 
     warmup_steps: warm-up length in optimizer updates (default 0).
     warmup_ratio: warm-up length as a fraction of the run's updates, instead of warmup_steps.
     """
+
+    horizon_fields = ("total_steps", "warmup_steps")
 
     def __init__(
         self,
@@ -236,11 +252,11 @@ class PolynomialDecay(UpdateFactorScheduler):
         end_learning_rate: float = 0.0,
         last_epoch: int = -1,
         warmup_ratio: Optional[float] = None,
+        max_steps: Optional[int] = None,
     ) -> None:
         super().__init__(optimizer, last_epoch)
         name = LearningRateScheduler.registered_name(type(self)) or "polynomial_decay"
-        require_steps(name, num_epochs, num_steps_per_epoch)
-        self.total_steps = int(num_epochs) * int(num_steps_per_epoch)  # type: ignore[arg-type]
+        self.total_steps = require_steps(name, num_epochs, num_steps_per_epoch, max_steps)
         self.power = power
         self.warmup_steps = warmup_updates(name, warmup_steps, warmup_ratio, self.total_steps, default=0)
         self.end_learning_rate = end_learning_rate
@@ -273,11 +289,13 @@ class LinearWithWarmup(PolynomialDecay):
         warmup_steps: Optional[int] = None,
         last_epoch: int = -1,
         warmup_ratio: Optional[float] = None,
+        max_steps: Optional[int] = None,
     ) -> None:
         super().__init__(
             optimizer,
             num_epochs=num_epochs,
             num_steps_per_epoch=num_steps_per_epoch,
+            max_steps=max_steps,
             power=1.0,
             warmup_steps=100 if warmup_steps is None and warmup_ratio is None else warmup_steps,
             end_learning_rate=0.0,
@@ -295,6 +313,8 @@ class SlantedTriangular(UpdateFactorScheduler):
     (the last group, usually the top layers, keeps the full lr).
     """
 
+    horizon_fields = ("total_steps",)
+
     def __init__(
         self,
         optimizer: torch.optim.Optimizer,
@@ -305,10 +325,10 @@ class SlantedTriangular(UpdateFactorScheduler):
         discriminative_fine_tuning: bool = False,
         decay_factor: float = 0.38,
         last_epoch: int = -1,
+        max_steps: Optional[int] = None,
     ) -> None:
         super().__init__(optimizer, last_epoch)
-        require_steps("slanted_triangular", num_epochs, num_steps_per_epoch)
-        self.total_steps = int(num_epochs) * int(num_steps_per_epoch)  # type: ignore[arg-type]
+        self.total_steps = require_steps("slanted_triangular", num_epochs, num_steps_per_epoch, max_steps)
         self.cut_frac = cut_frac
         self.ratio = ratio
         if discriminative_fine_tuning:

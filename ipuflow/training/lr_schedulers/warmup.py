@@ -42,7 +42,8 @@ def warmup_updates(
         if total_updates is None:
             raise ConfigurationError(
                 f"{scheduler} needs the number of updates of the run, which the trainer injects as num_epochs × "
-                "num_steps_per_epoch when the data loader has a length; give warmup_steps instead.",
+                "num_steps_per_epoch (or max_steps when it comes first) when the data loader has a length or "
+                "max_steps is set; give warmup_steps instead.",
                 key="warmup_ratio",
             )
         return math.ceil(warmup_ratio * total_updates)
@@ -53,8 +54,12 @@ def warmup_updates(
     return validators.non_negative_int("warmup_steps", warmup_steps)
 
 
-def run_updates(num_epochs: Optional[int], num_steps_per_epoch: Optional[int]) -> Optional[int]:
-    """num_epochs × num_steps_per_epoch, or None when either is unknown."""
-    if num_epochs is None or num_steps_per_epoch is None:
-        return None
-    return int(num_epochs) * int(num_steps_per_epoch)
+def run_updates(num_epochs: Optional[int], num_steps_per_epoch: Optional[int],
+                max_steps: Optional[int] = None) -> Optional[int]:
+    """The optimizer updates the run makes, a schedule's horizon: `max_steps` when it is set and comes
+    before num_epochs × num_steps_per_epoch (as in the Hugging Face Trainer, where max_steps is the
+    schedule's length), else that product; None when neither is known."""
+    epochs = None if num_epochs is None or num_steps_per_epoch is None else int(num_epochs) * int(num_steps_per_epoch)
+    if max_steps is None:
+        return epochs
+    return int(max_steps) if epochs is None else min(epochs, int(max_steps))

@@ -16,6 +16,7 @@ from ipuflow.training.callbacks.huggingface.training_arguments import (
     arguments_of_run, build_training_arguments, check_training_argument_names,
 )
 from ipuflow.training.events import TrainerEvent
+from ipuflow.torch_features import TRANSFORMERS_FOR_CALLBACKS, require_transformers
 
 if TYPE_CHECKING:
     from ipuflow.training.gradient_descent_trainer import GradientDescentTrainer
@@ -39,25 +40,26 @@ def hugging_face_callback_class(path: str, key_path: str = "callback") -> type:
         import transformers
     except ImportError as error:
         raise ConfigurationError(
-            f"{key_path}: the 'huggingface' callback runs transformers' callbacks, and transformers cannot be "
-            f"imported ({error}). Install it with `pip install ipuflow[transformers]`."
+            f"the 'huggingface' callback runs transformers' callbacks, and transformers cannot be "
+            f"imported ({error}). Install it with `pip install ipuflow[transformers]`.", key=key_path
         ) from None
+    require_transformers(TRANSFORMERS_FOR_CALLBACKS, "the 'huggingface' callback", path=key_path)
     dotted = path if "." in path else f"transformers.{path}"
     module_name, _, class_name = dotted.rpartition(".")
     if not all(part.isidentifier() for part in dotted.split(".")):
-        raise ConfigurationError(f"{key_path}: {path!r} is not a class path such as 'transformers.EarlyStoppingCallback'.")
+        raise ConfigurationError(f"{path!r} is not a class path such as 'transformers.EarlyStoppingCallback'.",
+                                 key=key_path)
     # A config from an archive may only import trusted packages: decided on the name, before importing.
     check_module_may_be_imported(module_name, dotted)
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as error:
-        raise ConfigurationError(f"{key_path}: the module of {path!r} cannot be imported ({error}).") from None
+        raise ConfigurationError(f"the module of {path!r} cannot be imported ({error}).", key=key_path) from None
     found = getattr(module, class_name, None)
     if not (isinstance(found, type) and issubclass(found, transformers.TrainerCallback)):
         what = "nothing" if found is None else f"{found!r}"
-        raise ConfigurationError(
-            f"{key_path}: {path!r} names {what}, not a subclass of transformers.TrainerCallback."
-        )
+        raise ConfigurationError(f"{path!r} names {what}, not a subclass of transformers.TrainerCallback.",
+                                 key=key_path)
     return found
 
 
@@ -87,7 +89,8 @@ class HuggingFaceCallback(TrainerCallback):
         try:
             self.callback = callback_class(**(args or {}))
         except TypeError as error:
-            raise ConfigurationError(f"args: {callback} cannot be built with {args or {}} ({error}).") from None
+            # Keyed, not prefixed: the resolver then names the whole path (trainer.callbacks.1.args).
+            raise ConfigurationError(f"{callback} cannot be built with {args or {}} ({error}).", key="args") from None
         self._training_args_overrides = dict(training_args or {})
         check_training_argument_names(self._training_args_overrides)
         self._args: Any = None
@@ -182,10 +185,11 @@ class HuggingFaceCallback(TrainerCallback):
 
     def state_dict(self) -> Dict[str, Any]:
         """The mirrored best metric and, for a callback with Hugging Face's `ExportableState`, its `state()`."""
-        from transformers.trainer_callback import ExportableState
+        from transformers import trainer_callback
 
         state: Dict[str, Any] = {"trainer_state": self._mirror.state_dict()}
-        if isinstance(self.callback, ExportableState):
+        exportable = getattr(trainer_callback, "ExportableState", None)  # transformers 4.41 and newer
+        if exportable is not None and isinstance(self.callback, exportable):
             state["callback"] = self.callback.state()
         return state
 

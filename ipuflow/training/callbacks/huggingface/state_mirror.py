@@ -57,6 +57,7 @@ class HuggingFaceStateMirror:
         if state.eval_steps:
             mirrored.eval_steps = state.eval_steps
         mirrored.train_batch_size = state.train_batch_size
+        mirrored.num_input_tokens_seen, mirrored.total_flos = state.num_input_tokens_seen, state.total_flos
         mirrored.best_model_checkpoint = state.best_model_checkpoint
         mirrored.trial_name = state.trial_name
         mirrored.trial_params = state.trial_params
@@ -90,7 +91,8 @@ class HuggingFaceStateMirror:
 
     def state_dict(self) -> Dict[str, Any]:
         """What must survive a resume: Hugging Face's best-metric bookkeeping."""
-        return {"best_metric": self.state.best_metric, "best_global_step": self.state.best_global_step}
+        # Recent TrainerStates have best_global_step; in older ones (4.29) only this mirror sets it.
+        return {"best_metric": self.state.best_metric, "best_global_step": getattr(self.state, "best_global_step", None)}
 
     def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
         """Restore what `state_dict` returned."""

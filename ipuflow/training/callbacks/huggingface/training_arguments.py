@@ -48,8 +48,8 @@ def check_training_argument_names(names: Mapping[str, Any], key_path: str = "tra
     for name in names:
         if name not in fields:
             raise ConfigurationError(
-                f"{key_path}.{name}: not a field of transformers.TrainingArguments "
-                f"(transformers {_transformers_version()}).{did_you_mean(name, fields)}"
+                f"not a field of transformers.TrainingArguments "
+                f"(transformers {_transformers_version()}).{did_you_mean(name, fields)}", key=f"{key_path}.{name}"
             )
 
 

@@ -6,6 +6,7 @@ import atexit
 import importlib.util
 import json
 import logging
+import os
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional
 
@@ -166,16 +167,17 @@ class WandbCallback(TrackingCallback):
     ``DIR/wandb/offline-run-*`` and `wandb sync DIR/wandb/offline-run-*` uploads it.
     ``wandb_run.json`` records the run id, so `-r` continues the same run.
 
-    project: the W&B project.
+    project: the W&B project (default: $WANDB_PROJECT, else "ipuflow").
     entity: the W&B team or user (default: yours).
     name: the run's display name (default: the serialization directory's name).
     mode: "offline", "online" or "disabled" (default: $WANDB_MODE, else "offline").
     tags: tags set on the run.
     """
 
-    def __init__(self, serialization_dir: str, project: str = "ipuflow", entity: Optional[str] = None,
+    def __init__(self, serialization_dir: str, project: Optional[str] = None, entity: Optional[str] = None,
                  name: Optional[str] = None, mode: Optional[str] = None, tags: Optional[List[str]] = None) -> None:
         super().__init__(serialization_dir)
+        project = project or os.environ.get("WANDB_PROJECT") or "ipuflow"  # as the Hugging Face integration reads it
         require_module("wandb", "wandb", "wandb")
         if mode is not None and mode not in ("offline", "online", "disabled"):
             raise ConfigurationError(f"mode: expected 'offline', 'online' or 'disabled', found {mode!r}")

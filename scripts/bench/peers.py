@@ -1,0 +1,531 @@
+#!/usr/bin/env python3
+"""ipuflow against its peers: the same transformer classifier trained four ways on the CPU.
+
+  raw        a hand-written PyTorch loop (the no-overhead reference)
+  hf         transformers.Trainer
+  lightning  lightning.Trainer (a LightningModule)
+  ipuflow    ipuflow's Trainer built from its config (`Trainer.from_params`, native executor, eager)
+
+Every way trains the same model (a transformers encoder for sequence classification, `--arch`
+bert/roberta/distilbert with `--hidden/--layers/--heads/--intermediate`, random init from one seed)
+on the same learnable synthetic token data, with AdamW (torch, non-fused), a linear warm-up/decay
+schedule, grad-norm clipping at 1.0, batch `--batch-size`, fp32, no loader workers. So that the
+four do the *same* training, not just similar training:
+
+* every tool reads the same batches in the same order: one permutation of the data drawn from
+  `--seed`, read sequentially (each tool shuffling with its own generator gives each a different
+  order, and the final loss of a short run depends more on the order than on anything else);
+* the global torch RNG is seeded with `--seed` just before the first step in every tool, so dropout
+  draws the same masks;
+* every tool uses the same learning rate at every update. The peers use transformers'
+  `get_linear_schedule_with_warmup`, whose update k runs at the factor for k-1 (update 1 at lr 0);
+  ipuflow's built-in `linear_with_warmup` counts as AllenNLP does (update k at k/warmup; the last
+  update at 0), one update ahead. The ipuflow worker registers the peers' count as a schedule
+  plugin (`bench_linear_peers_count`); `--ipuflow-schedule builtin` uses the built-in one instead.
+
+With these, ipuflow's per-update losses equal the hand loop's (`max |Δloss|` in the table).
+
+Timing. Each (tool, round) is its own subprocess; rounds run every tool once, in an order rotated
+from round to round, so drift and neighbours' load hit every tool alike. Per worker, over the steps
+after `--warmup` untimed ones: wall time (perf_counter) and process CPU time (process_time) per
+step. Per round, each tool's ratio to the hand loop of the same round (paired ratio); the table
+gives the median paired ratio with its spread (min..max over rounds) for both clocks. On a loaded
+machine, the CPU-time ratio is the steadier one (time spent waiting for a core is not counted).
+
+Usage:
+  python scripts/bench/peers.py                          # 5 rounds x 4 tools
+  python scripts/bench/peers.py --rounds 9 --tools raw,ipuflow,lightning
+  python scripts/bench/peers.py --arch roberta --hidden 256 --layers 4 --heads 4
+  python scripts/bench/peers.py --worker raw             # one worker, prints one JSON line
+Lightning, accelerate (for transformers.Trainer) come from /work/shared/bench/requirements-peers.txt
+(a separate virtualenv); a tool whose package is missing is reported and skipped.
+"""
+import time
+
+T_PROC0 = time.perf_counter()  # as early as possible: before heavy imports
+
+import argparse  # noqa: E402
+import importlib.util  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import resource  # noqa: E402
+import statistics  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+
+TOOLS = ("raw", "hf", "lightning", "ipuflow")
+NEEDS = {"raw": ["transformers"], "hf": ["transformers", "accelerate"],
+         "lightning": ["transformers", "lightning"], "ipuflow": ["transformers", "ipuflow"]}
+
+# ---------------------------------------------------------------- shared pieces
+
+
+def make_config(args):
+    """The model's transformers config (random init; nothing is downloaded)."""
+    from transformers import BertConfig, DistilBertConfig, RobertaConfig
+    if args.arch == "distilbert":
+        return DistilBertConfig(vocab_size=args.vocab, dim=args.hidden, n_layers=args.layers, n_heads=args.heads,
+                                hidden_dim=args.intermediate, max_position_embeddings=args.seq_len, num_labels=2)
+    config_class = {"bert": BertConfig, "roberta": RobertaConfig}[args.arch]
+    extra = {"max_position_embeddings": args.seq_len + 2, "pad_token_id": 1} if args.arch == "roberta" else {
+        "max_position_embeddings": args.seq_len}
+    return config_class(vocab_size=args.vocab, hidden_size=args.hidden, num_hidden_layers=args.layers,
+                        num_attention_heads=args.heads, intermediate_size=args.intermediate, num_labels=2, **extra)
+
+
+def make_model(args):
+    import torch
+    from transformers import AutoModelForSequenceClassification
+    torch.manual_seed(args.seed)
+    return AutoModelForSequenceClassification.from_config(make_config(args))
+
+
+class SyntheticTokens:
+    """Learnable synthetic classification data, generated from a fixed seed.
+
+    Every sequence has random "filler" token ids; for label 1, one to three "trigger" ids (a fixed
+    set of 16) are inserted at random positions. Lengths vary from seq_len/2 to seq_len; the rest is
+    padding (id 0, mask 0). Item = dict(input_ids, attention_mask, labels), like an HF dataset.
+    """
+
+    def __init__(self, n, seq_len, vocab, seed):
+        import torch
+        g = torch.Generator().manual_seed(seed + 1)
+        first_filler = 5 + 16
+        ids = torch.randint(first_filler, vocab, (n, seq_len), generator=g)
+        labels = torch.randint(0, 2, (n,), generator=g)
+        lengths = torch.randint(seq_len // 2, seq_len + 1, (n,), generator=g)
+        triggers = torch.arange(5, 5 + 16)
+        n_trig = torch.randint(1, 4, (n,), generator=g)
+        for i in range(n):
+            if labels[i] == 1:
+                pos = torch.randint(1, int(lengths[i]), (int(n_trig[i]),), generator=g)
+                ids[i, pos] = triggers[torch.randint(0, 16, (int(n_trig[i]),), generator=g)]
+        ids[:, 0] = 2  # a CLS-like start token
+        mask = (torch.arange(seq_len)[None, :] < lengths[:, None]).long()
+        ids = ids * mask
+        self.input_ids, self.attention_mask, self.labels = ids, mask, labels
+
+    def __len__(self):
+        return len(self.labels)
+
+    def __getitem__(self, i):
+        return {"input_ids": self.input_ids[i], "attention_mask": self.attention_mask[i],
+                "labels": self.labels[i]}
+
+
+def data_and_order(args):
+    """The data set and the one order in which every tool reads it."""
+    import torch
+    data = SyntheticTokens(args.steps * args.batch_size, args.seq_len, args.vocab, args.seed)
+    order = torch.randperm(len(data), generator=torch.Generator().manual_seed(args.seed)).tolist()
+    return data, order
+
+
+def torch_loader(args, data, order):
+    import torch
+    from torch.utils.data import DataLoader
+    # Its own generator: iterating a DataLoader draws a seed from it (else from the global RNG).
+    return DataLoader(data, batch_size=args.batch_size, sampler=order, num_workers=0,
+                      generator=torch.Generator().manual_seed(args.seed))
+
+
+def peers_schedule(optimizer, args):
+    from transformers import get_linear_schedule_with_warmup
+    return get_linear_schedule_with_warmup(optimizer, args.warmup_steps, args.steps)
+
+
+def seed_training(args):
+    """Seed the global RNG just before the first step, so every tool's dropout draws alike."""
+    import torch
+    torch.manual_seed(args.seed)
+
+
+class StepClock:
+    """Wall and process-CPU time at the end of every optimizer update, and its loss."""
+
+    def __init__(self):
+        self.wall, self.cpu, self.losses = [], [], []
+
+    def tick(self, loss=None):
+        self.wall.append(time.perf_counter())
+        self.cpu.append(time.process_time())
+        if loss is not None:
+            self.losses.append(loss.detach())
+
+
+def summarize(clock, args):
+    w = args.warmup
+    n = len(clock.wall) - w
+    wall = clock.wall[-1] - clock.wall[w - 1]
+    cpu = clock.cpu[-1] - clock.cpu[w - 1]
+    per_step = sorted(1000.0 * (b - a) for a, b in zip(clock.wall[w - 1:], clock.wall[w:]))
+    return {
+        "steps": len(clock.wall),
+        "timed_steps": n,
+        "samples_per_s": n * args.batch_size / wall,
+        "ms_per_step": 1000.0 * wall / n,
+        "cpu_ms_per_step": 1000.0 * cpu / n,
+        "ms_per_step_p50": per_step[len(per_step) // 2],
+        "ms_per_step_p90": per_step[int(len(per_step) * 0.9)],
+    }
+
+
+# ---------------------------------------------------------------- the four ways
+
+
+def run_raw(args, rec, clock):
+    import torch
+    import transformers  # noqa: F401
+    rec["import_s"] = time.perf_counter() - T_PROC0
+    t = time.perf_counter()
+    model = make_model(args)
+    data, order = data_and_order(args)
+    loader = torch_loader(args, data, order)
+    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0)
+    sched = peers_schedule(opt, args)
+    rec["setup_s"] = time.perf_counter() - t
+
+    t_train = time.perf_counter()
+    model.train()
+    seed_training(args)
+    for batch in loader:
+        out = model(**batch)
+        out.loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        opt.zero_grad(set_to_none=True)
+        clock.tick(out.loss)
+    rec["train_s"] = time.perf_counter() - t_train
+
+
+def run_hf(args, rec, clock):
+    import tempfile
+    import torch
+    import transformers
+    from transformers import Trainer, TrainerCallback, TrainingArguments
+    transformers.logging.set_verbosity_error()
+    rec["import_s"] = time.perf_counter() - T_PROC0
+    t = time.perf_counter()
+    model = make_model(args)
+    data, order = data_and_order(args)
+    logged = []
+
+    class Clock(TrainerCallback):
+        def on_step_begin(self, a, state, control, **kw):
+            if state.global_step == 0:  # after the Trainer's loader drew its seed from the global RNG
+                seed_training(args)
+
+        def on_step_end(self, a, state, control, **kw):
+            clock.tick(step_losses.pop() if step_losses else None)
+
+        def on_log(self, a, state, control, logs=None, **kw):
+            if logs and "loss" in logs:
+                logged.append(float(logs["loss"]))
+
+    step_losses = []
+
+    class InOrder(Trainer):
+        def _get_train_sampler(self, *a, **kw):
+            return order
+
+        def training_step(self, *a, **kw):
+            loss = super().training_step(*a, **kw)  # detached: what the Trainer accumulates for its logs
+            step_losses.append(loss)
+            return loss
+
+    outdir = tempfile.mkdtemp(prefix="peers-hf-")
+    targs = TrainingArguments(
+        output_dir=outdir, max_steps=args.steps, per_device_train_batch_size=args.batch_size,
+        learning_rate=args.lr, weight_decay=0.0,
+        optim="adamw_torch",  # the default is adamw_torch_fused; match the hand loop
+        lr_scheduler_type="linear", warmup_steps=args.warmup_steps, max_grad_norm=1.0,
+        logging_strategy="steps", logging_steps=args.final_window, eval_strategy="no", save_strategy="no",
+        report_to="none", dataloader_num_workers=0, dataloader_pin_memory=False, disable_tqdm=True,
+        use_cpu=True, seed=args.seed,
+    )
+    trainer = InOrder(model=model, args=targs, train_dataset=data, callbacks=[Clock()])
+    rec["setup_s"] = time.perf_counter() - t
+    t_train = time.perf_counter()
+    trainer.train()
+    rec["train_s"] = time.perf_counter() - t_train
+    del torch
+    # HF logs the mean loss of each logging window; the last window = the last `final_window` steps
+    rec["hf_final_loss"] = logged[-1] if logged else None
+
+
+def run_lightning(args, rec, clock):
+    import logging
+    import warnings
+    import torch
+    import lightning as L
+    warnings.filterwarnings("ignore")
+    logging.getLogger("lightning").setLevel(logging.ERROR)
+    logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
+    rec["import_s"] = time.perf_counter() - T_PROC0
+    t = time.perf_counter()
+
+    class Module(L.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.model = make_model(args)
+
+        def training_step(self, batch, batch_idx):
+            loss = self.model(**batch).loss
+            self.log("train_loss", loss)  # what a typical LightningModule does
+            return loss
+
+        def configure_optimizers(self):
+            opt = torch.optim.AdamW(self.parameters(), lr=args.lr, weight_decay=0.0)
+            return {"optimizer": opt, "lr_scheduler": {"scheduler": peers_schedule(opt, args), "interval": "step"}}
+
+    class Clock(L.Callback):
+        def on_train_start(self, trainer, pl_module):
+            seed_training(args)
+
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+            clock.tick(outputs["loss"])
+
+    module = Module()
+    data, order = data_and_order(args)
+    loader = torch_loader(args, data, order)
+    trainer = L.Trainer(
+        accelerator="cpu", devices=1, max_steps=args.steps, precision="32-true",
+        gradient_clip_val=1.0, gradient_clip_algorithm="norm", logger=False, enable_checkpointing=False,
+        enable_progress_bar=False, enable_model_summary=False, log_every_n_steps=args.final_window,
+        num_sanity_val_steps=0, limit_val_batches=0, callbacks=[Clock()],
+    )
+    rec["setup_s"] = time.perf_counter() - t
+    t_train = time.perf_counter()
+    trainer.fit(module, train_dataloaders=loader)
+    rec["train_s"] = time.perf_counter() - t_train
+
+
+def run_ipuflow(args, rec, clock):
+    """ipuflow's Trainer through its config resolver, as `ipuflow train` builds it: native executor
+    (eager, CPU), AdamW, clipping at 1.0 in the executor; default callbacks (progress bar,
+    TensorBoard) off and no checkpoints, like the HF and Lightning runs."""
+    import tempfile
+    import transformers  # noqa: F401
+    from ipuflow.config import Params
+    from ipuflow.data.loader import FixedShapeDataLoader
+    from ipuflow.models import Model
+    from ipuflow.training import Trainer
+    from ipuflow.training.callbacks import TrainerCallback
+    from ipuflow.training.lr_schedulers import LearningRateScheduler
+    from ipuflow.training.lr_schedulers.update_schedules import UpdateFactorScheduler
+    import ipuflow.execution.native  # noqa: F401
+    rec["import_s"] = time.perf_counter() - T_PROC0
+    t = time.perf_counter()
+
+    @TrainerCallback.register("bench_clock", exist_ok=True)
+    class Clock(TrainerCallback):
+        def on_train_begin(self, event):
+            seed_training(args)
+
+        def on_step_end(self, event):
+            clock.tick(event.outputs["loss"])  # one update per host call: this update's loss
+
+    @LearningRateScheduler.register("bench_linear_peers_count", exist_ok=True)
+    class LinearPeersCount(UpdateFactorScheduler):
+        """transformers' linear warm-up/decay count: update k runs at the factor for k - 1."""
+
+        def __init__(self, optimizer, warmup_steps: int, num_training_steps: int, last_epoch: int = -1):
+            super().__init__(optimizer, last_epoch)
+            self.warmup_steps, self.num_training_steps = warmup_steps, num_training_steps
+            self.step_batch(1)
+
+        def factor(self, update_number):
+            step = update_number - 1
+            if step < self.warmup_steps:
+                return step / max(1, self.warmup_steps)
+            return max(0.0, (self.num_training_steps - step) / max(1, self.num_training_steps - self.warmup_steps))
+
+    class Wrapped(Model):
+        def __init__(self):
+            super().__init__()
+            self.encoder = make_model(args)
+
+        def forward(self, tokens, tokens_mask, label):
+            out = self.encoder(input_ids=tokens, attention_mask=tokens_mask.long(), labels=label)
+            return {"loss": out.loss, "logits": out.logits}
+
+    model = Wrapped()
+    data, order = data_and_order(args)
+    lengths = data.attention_mask.sum(1).tolist()
+    instances = [{"tokens": data.input_ids[i, :lengths[i]].tolist(), "label": int(data.labels[i])} for i in order]
+    loader = FixedShapeDataLoader(instances, batch_size=args.batch_size, max_length=args.seq_len, shuffle=False)
+    if args.ipuflow_schedule == "builtin":
+        schedule = {"type": "linear_with_warmup", "warmup_steps": args.warmup_steps}
+    else:
+        schedule = {"type": "bench_linear_peers_count", "warmup_steps": args.warmup_steps,
+                    "num_training_steps": args.steps}
+    trainer = Trainer.from_params(
+        Params({
+            "num_epochs": 1,
+            "optimizer": {"type": "adamw", "lr": args.lr, "weight_decay": 0.0},
+            "learning_rate_scheduler": schedule,
+            "executor": {"type": "native", "device": "cpu", "max_grad_norm": 1.0},
+            "callbacks": [{"type": "bench_clock"}],
+            "checkpointer": None,
+            "enable_default_callbacks": False,
+            "log_interval": args.final_window,
+        }),
+        model=model,
+        serialization_dir=tempfile.mkdtemp(prefix="peers-ipuflow-"),
+        data_loader=loader,
+    )
+    rec["setup_s"] = time.perf_counter() - t
+    t_train = time.perf_counter()
+    trainer.train()
+    rec["train_s"] = time.perf_counter() - t_train
+
+
+def worker(args):
+    rec = {"tool": args.worker}
+    import torch
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    rec["torch_threads"] = torch.get_num_threads()
+    clock = StepClock()
+    {"raw": run_raw, "hf": run_hf, "lightning": run_lightning, "ipuflow": run_ipuflow}[args.worker](args, rec, clock)
+    if len(clock.wall) != args.steps:
+        raise SystemExit(f"{args.worker}: ran {len(clock.wall)} steps, expected {args.steps}")
+    rec.update(summarize(clock, args))
+    losses = [float(loss) for loss in clock.losses]
+    rec["losses"] = losses
+    window = losses[-args.final_window:]
+    rec["final_loss"] = sum(window) / len(window) if window else rec.get("hf_final_loss")
+    rec["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    rec["in_process_s"] = time.perf_counter() - T_PROC0
+    print("RESULT " + json.dumps(rec), flush=True)
+
+
+# ---------------------------------------------------------------- parent
+
+
+def versions():
+    import importlib.metadata as md
+    v = {"python": sys.version.split()[0]}
+    for p in ("torch", "transformers", "accelerate", "lightning", "numpy"):
+        try:
+            v[p] = md.version(p)
+        except md.PackageNotFoundError:
+            v[p] = None
+    return v
+
+
+def available(tool):
+    missing = [m for m in NEEDS[tool] if importlib.util.find_spec(m) is None]
+    if missing:
+        print(f"skipping {tool}: {', '.join(missing)} not installed", file=sys.stderr)
+    return not missing
+
+
+def spread(values):
+    return f"{statistics.median(values):.3f} ({min(values):.3f}..{max(values):.3f})"
+
+
+def parent(args):
+    tools = [t for t in args.tools.split(",") if t and available(t)]
+    if "raw" not in tools:
+        raise SystemExit("the hand loop (raw) is the reference: include it in --tools")
+    results = {t: [] for t in tools}
+    forwarded = ["--steps", "--batch-size", "--seq-len", "--vocab", "--lr", "--seed", "--warmup",
+                 "--warmup-steps", "--final-window", "--threads", "--arch", "--hidden", "--layers", "--heads",
+                 "--intermediate", "--ipuflow-schedule"]
+    base = [sys.executable, os.path.abspath(__file__)]
+    for flag in forwarded:
+        base += [flag, str(getattr(args, flag[2:].replace("-", "_")))]
+    env = dict(os.environ)
+    root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")  # this checkout's ipuflow
+    for r in range(args.rounds):
+        for i in range(len(tools)):
+            tool = tools[(i + r) % len(tools)]  # rotated, so no tool always runs right after another
+            t0 = time.perf_counter()
+            p = subprocess.run(base + ["--worker", tool], capture_output=True, text=True, env=env)
+            wall = time.perf_counter() - t0
+            line = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")]
+            if p.returncode != 0 or not line:
+                sys.stderr.write(p.stdout[-3000:] + p.stderr[-6000:])
+                raise SystemExit(f"worker {tool} failed (rc={p.returncode})")
+            rec = json.loads(line[-1][len("RESULT "):])
+            rec["wall_s"] = wall
+            rec["round"] = r + 1
+            results[tool].append(rec)
+            print(f"round {r + 1} {tool:9s} {rec['samples_per_s']:7.1f} samples/s  {rec['ms_per_step']:6.1f} ms/step  "
+                  f"cpu {rec['cpu_ms_per_step']:6.1f} ms/step  loss {rec['final_loss']:.5f}  wall {wall:5.1f}s",
+                  flush=True)
+
+    raw = results["raw"]
+    table = {}
+    for tool, recs in results.items():
+        row = {k: statistics.median(r[k] for r in recs)
+               for k in ("samples_per_s", "ms_per_step", "cpu_ms_per_step", "final_loss", "peak_rss_mib", "import_s",
+                         "setup_s", "wall_s")}
+        row["speed_ratios"] = [r0["ms_per_step"] / r["ms_per_step"] for r0, r in zip(raw, recs)]
+        row["cpu_ratios"] = [r0["cpu_ms_per_step"] / r["cpu_ms_per_step"] for r0, r in zip(raw, recs)]
+        if recs[0]["losses"] and raw[0]["losses"]:
+            row["max_loss_diff"] = max(abs(a - b) for a, b in zip(recs[0]["losses"], raw[0]["losses"]))
+        table[tool] = row
+    first = results["raw"][0]
+    print(f"\n{args.rounds} rounds; {args.arch} hidden {args.hidden} x {args.layers} layers, {args.steps} updates x batch "
+          f"{args.batch_size} (seq {args.seq_len}), timed updates {args.warmup + 1}..{args.steps}; "
+          f"torch {versions()['torch']}, {first['torch_threads']} threads")
+    print("speed = hand loop's time per update / the tool's, paired per round: median (min..max)")
+    hdr = ("tool", "samples/s", "speed vs hand loop (wall)", "speed vs hand loop (CPU time)", "CPU ms/update",
+           f"final loss (last {args.final_window})", "max |Δloss| per update", "peak RSS MiB", "import s")
+    print("| " + " | ".join(hdr) + " |")
+    print("|" + "---|" * len(hdr))
+    for tool in tools:
+        m = table[tool]
+        diff = f"{m['max_loss_diff']:.1e}" if "max_loss_diff" in m else "-"
+        print(f"| {tool} | {m['samples_per_s']:.1f} | {spread(m['speed_ratios'])} | {spread(m['cpu_ratios'])} | "
+              f"{m['cpu_ms_per_step']:.1f} | {m['final_loss']:.5f} | {diff} | {m['peak_rss_mib']:.0f} | "
+              f"{m['import_s']:.2f} |")
+    if args.json_out:
+        with open(args.json_out, "w") as fh:
+            json.dump({"args": vars(args), "versions": versions(), "table": table, "runs": results}, fh, indent=1)
+        print(f"\nwrote {args.json_out}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--worker", choices=TOOLS)
+    ap.add_argument("--tools", default=",".join(TOOLS))
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--seq-len", type=int, default=64)
+    ap.add_argument("--vocab", type=int, default=8000)
+    ap.add_argument("--arch", choices=("bert", "roberta", "distilbert"), default="bert")
+    ap.add_argument("--hidden", type=int, default=128)
+    ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--heads", type=int, default=2)
+    ap.add_argument("--intermediate", type=int, default=512)
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--warmup", type=int, default=10, help="untimed steps at the start")
+    ap.add_argument("--warmup-steps", type=int, default=20, help="LR schedule warm-up updates")
+    ap.add_argument("--final-window", type=int, default=50, help="final loss = mean over this many last updates")
+    ap.add_argument("--threads", type=int, default=0, help="torch.set_num_threads; 0 = torch default")
+    ap.add_argument("--ipuflow-schedule", choices=("peers", "builtin"), default="peers",
+                    help="ipuflow's lr count: the peers' (default) or its built-in linear_with_warmup")
+    ap.add_argument("--json-out")
+    args = ap.parse_args()
+    if args.worker:
+        worker(args)
+    else:
+        parent(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,57 @@
+"""Start-up: the command line imports only what the command needs.
+
+`ipuflow --help` must not import torch or any heavy library, and loading ipuflow's components (what
+`ipuflow train` does before reading a config) must not import the libraries that only some configs
+use: torchmetrics (a metric imports it on its first batch), transformers and tokenizers (the
+pretrained tokenizer and transformer model import them when built), ONNX and ONNX Runtime (export
+and the onnxruntime executor). A whole short `ipuflow train` (training, validation, the test set,
+the archive) and `ipuflow evaluate` of a config that uses none of them import none of them either.
+Checked by module presence in a fresh interpreter, not by timing.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.experiment.conftest import tiny_config, write_tiny_data
+
+ROOT = Path(__file__).resolve().parents[2]
+HEAVY = ["torchmetrics", "transformers", "tokenizers", "onnx", "onnxruntime", "tensorboard", "scipy", "sklearn"]
+
+
+def imported_after(code: str) -> list:
+    probe = (f"import sys, json\n{code}\n"
+             f"print(json.dumps(sorted(m for m in {HEAVY + ['torch']!r} if m in sys.modules)))")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, env=env)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_main_module_and_help_import_nothing_heavy():
+    assert imported_after("import ipuflow.__main__") == []
+    assert imported_after("from ipuflow.commands.cli import run\ntry:\n    run(['--help'])\nexcept SystemExit:\n    pass") == []
+
+
+def test_loading_the_components_imports_no_optional_library():
+    loaded = imported_after("from ipuflow.plugins import import_builtin_components\nimport_builtin_components()")
+    assert loaded == ["torch"]
+
+
+@pytest.mark.slow  # a training run in a fresh interpreter: about 10 s on 2 cores
+def test_a_short_run_imports_no_library_its_config_does_not_use(tmp_path):
+    """The quickstart-like config (a bag-of-embeddings classifier, accuracy) trains, validates,
+    scores the test set, archives and is evaluated without torchmetrics, transformers, tokenizers,
+    scipy, scikit-learn or ONNX. TensorBoard it uses: the trainer's default callbacks write its logs."""
+    data = write_tiny_data(tmp_path)
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(tiny_config(data, num_epochs=2)))
+    run_dir = tmp_path / "run"
+    commands = [["train", str(config), "-s", str(run_dir)], ["evaluate", str(run_dir), str(data / "test.jsonl")]]
+    code = "from ipuflow.commands.cli import run\n" + "".join(f"assert run({args!r}) == 0\n" for args in commands)
+    assert imported_after(code) == ["tensorboard", "torch"]
+    assert json.loads((run_dir / "metrics.json").read_text())["test_accuracy"] >= 0.0

@@ -1,0 +1,37 @@
+"""Accumulating a batch reads nothing back to the host: on CUDA, with torch's sync debug mode set to
+raise, every built-in device-side metric takes batches; only `get_metric` reads (once)."""
+
+import pytest
+import torch
+
+from ipuflow.metrics import CategoricalAccuracy, F1Measure, MeanAbsoluteError
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+def test_metrics_accumulate_on_cuda_without_a_host_sync():
+    device = torch.device("cuda")
+    generator = torch.Generator(device=device).manual_seed(0)
+    metrics = [CategoricalAccuracy(), CategoricalAccuracy(top_k=3), F1Measure(average="macro"), F1Measure(average="none")]
+    mae = MeanAbsoluteError()
+    batches = []
+    for _ in range(3):
+        scores = torch.randn(4, 6, 5, device=device, generator=generator)
+        gold = torch.randint(-1, 5, (4, 6), device=device, generator=generator)
+        mask = torch.rand(4, 6, device=device, generator=generator) > 0.2
+        batches.append((scores, gold, mask))
+    # The first batch makes the counts (an allocation, not a sync).
+    for metric in metrics:
+        metric(*batches[0][:2])
+    mae(batches[0][0][..., 0], batches[0][0][..., 1])
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for scores, gold, mask in batches[1:]:
+            for metric in metrics:
+                metric(scores, gold, mask=mask)
+            mae(scores[..., 0], scores[..., 1], mask=mask)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    for metric in [*metrics, mae]:
+        assert all(0.0 <= value for value in metric.get_metric().values())
