@@ -91,11 +91,11 @@ def test_a_stop_asked_on_one_rank_stops_every_rank_and_only_rank_0_is_primary(ta
     _assert_the_group_was_torn_down_before_exit(tmp_path / "probe")
 
 
-def _assert_the_group_was_torn_down_before_exit(probe):
-    """Gloo's threads joined before the interpreter finalizes: one still running then can free a
-    finished collective's tensors without the GIL and abort the rank after a complete run
-    ("terminate called without an active exception")."""
-    for rank in (0, 1):
+def _assert_the_group_was_torn_down_before_exit(probe, ranks=(0, 1)):
+    """Gloo's threads joined before the interpreter finalizes on each of `ranks`: one still running
+    then can free a finished collective's tensors without the GIL and abort the rank after a
+    complete run ("terminate called without an active exception")."""
+    for rank in ranks:
         threads = json.loads((probe / f"threads{rank}.json").read_text())
         assert not [name for name in threads if "gloo" in name], (rank, threads)
 
@@ -116,7 +116,10 @@ def test_a_failure_on_one_rank_stops_every_rank_and_is_reported_once(task, tmp_p
     elif action == "raise":
         assert len(errors) == 1 and "[rank 1]" in errors[0], errors
         assert "injected failure on rank 1" in " ".join(done.stderr.split())
-        _assert_the_group_was_torn_down_before_exit(tmp_path / "probe")
+        # The failing rank exits on its own, after its error's frames (which hold the DDP wrapper)
+        # are gone. Rank 0 is ended by torchrun's SIGTERM at a moment the test cannot choose, often
+        # before its exit handlers run, so only rank 1's exit is checked.
+        _assert_the_group_was_torn_down_before_exit(tmp_path / "probe", ranks=(1,))
     else:
         assert errors == [], errors  # the killed rank cannot speak; torchrun reports its exit, rank 0 keeps quiet
         assert "SIGKILL" in done.stderr or "Signal 9" in done.stderr
