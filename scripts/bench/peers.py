@@ -32,9 +32,20 @@ step. Per round, each tool's ratio to the hand loop of the same round (paired ra
 gives the median paired ratio with its spread (min..max over rounds) for both clocks. On a loaded
 machine, the CPU-time ratio is the steadier one (time spent waiting for a core is not counted).
 
+Lockstep (`--lockstep`). Alone, a tool's round can run 15% faster or slower than the next one on
+this project's VMs, idle or not, which swamps a 1% difference. In lockstep each round is one
+process in which every tool trains in its own thread and the tools take turns, one update each
+(a baton passed at each update's end), so an update of the hand loop and the same update of a tool
+run a fraction of a second apart. CPU time is then read per thread (torch runs with one thread, so
+forward, backward and the optimizer all run on the tool's own), and the table adds the per-update
+paired ratio (the median over a round's updates of the hand loop's CPU time for update k over the
+tool's). Models are built one at a time and without dropout (the tools share the global RNG), so
+every tool computes the same numbers; the losses are still compared.
+
 Usage:
   python scripts/bench/peers.py                          # 5 rounds x 4 tools
   python scripts/bench/peers.py --rounds 9 --tools raw,ipuflow,lightning
+  python scripts/bench/peers.py --lockstep --rounds 9 --steps 60 --warmup-steps 10 --threads 1
   python scripts/bench/peers.py --arch roberta --hidden 256 --layers 4 --heads 4
   python scripts/bench/peers.py --worker raw             # one worker, prints one JSON line
 Lightning, accelerate (for transformers.Trainer) come from /work/shared/bench/requirements-peers.txt
@@ -52,6 +63,7 @@ import resource  # noqa: E402
 import statistics  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
+import threading  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -67,23 +79,36 @@ NEEDS = {"raw": ["transformers"], "hf": ["transformers", "accelerate"],
 
 
 def make_config(args):
-    """The model's transformers config (random init; nothing is downloaded)."""
+    """The model's transformers config (random init; nothing is downloaded). In lockstep, without
+    dropout: the tools share one global RNG there, and with dropout each would draw other masks,
+    train other weights and so run other numbers (a few % apart in speed); without it, every tool
+    computes the same numbers, update for update."""
     from transformers import BertConfig, DistilBertConfig, RobertaConfig
     if args.arch == "distilbert":
+        no_dropout = {"dropout": 0.0, "attention_dropout": 0.0, "seq_classif_dropout": 0.0} if args.lockstep else {}
         return DistilBertConfig(vocab_size=args.vocab, dim=args.hidden, n_layers=args.layers, n_heads=args.heads,
-                                hidden_dim=args.intermediate, max_position_embeddings=args.seq_len, num_labels=2)
+                                hidden_dim=args.intermediate, max_position_embeddings=args.seq_len, num_labels=2,
+                                **no_dropout)
     config_class = {"bert": BertConfig, "roberta": RobertaConfig}[args.arch]
     extra = {"max_position_embeddings": args.seq_len + 2, "pad_token_id": 1} if args.arch == "roberta" else {
         "max_position_embeddings": args.seq_len}
+    if args.lockstep:
+        extra.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     return config_class(vocab_size=args.vocab, hidden_size=args.hidden, num_hidden_layers=args.layers,
                         num_attention_heads=args.heads, intermediate_size=args.intermediate, num_labels=2, **extra)
+
+
+# In lockstep the tools build their models at once, in threads: one at a time, so that each draws
+# its initial weights from the seeded global RNG undisturbed and all start from the same weights.
+_BUILDING = threading.Lock()
 
 
 def make_model(args):
     import torch
     from transformers import AutoModelForSequenceClassification
-    torch.manual_seed(args.seed)
-    return AutoModelForSequenceClassification.from_config(make_config(args))
+    with _BUILDING:
+        torch.manual_seed(args.seed)
+        return AutoModelForSequenceClassification.from_config(make_config(args))
 
 
 class SyntheticTokens:
@@ -148,32 +173,103 @@ def seed_training(args):
 
 
 class StepClock:
-    """Wall and process-CPU time at the end of every optimizer update, and its loss."""
+    """When each optimizer update starts and ends (wall and CPU time) and its loss.
 
-    def __init__(self):
-        self.wall, self.cpu, self.losses = [], [], []
+    Alone in its process, an update starts where the last one ended. In lockstep (`baton` given),
+    the tools run in threads of one process and take turns, one update each: an update starts when
+    this tool gets the baton and ends at its tick, where the baton goes on; CPU time is then this
+    thread's (with one torch thread, forward, backward and the optimizer all run on it).
+    """
+
+    def __init__(self, steps, baton=None, turn=0):
+        self.steps, self.baton, self.turn = steps, baton, turn
+        self.cpu_clock = time.thread_time if baton is not None else time.process_time
+        self.starts, self.ends, self.losses = [], [], []
+
+    def _now(self):
+        return time.perf_counter(), self.cpu_clock()
+
+    def begin(self, args):
+        """Before the first update: seed the global RNG (so every tool's dropout draws alike) and,
+        in lockstep, wait for every tool to be ready and for this one's turn."""
+        seed_training(args)
+        if self.baton is not None:
+            self.baton.start(self.turn)
+        self.starts.append(self._now())
 
     def tick(self, loss=None):
-        self.wall.append(time.perf_counter())
-        self.cpu.append(time.process_time())
+        """At the end of an update."""
+        self.ends.append(self._now())
         if loss is not None:
             self.losses.append(loss.detach())
+        done = len(self.ends) == self.steps
+        if self.baton is not None:
+            self.baton.pass_on(self.turn, leave=done)
+            if not done:
+                self.baton.wait(self.turn)
+        if not done:
+            self.starts.append(self.ends[-1] if self.baton is None else self._now())
+
+    def durations(self):
+        """(wall ms, CPU ms) of each update."""
+        return ([1000.0 * (end[0] - start[0]) for start, end in zip(self.starts, self.ends)],
+                [1000.0 * (end[1] - start[1]) for start, end in zip(self.starts, self.ends)])
+
+
+class Baton:
+    """Turns between the tools of a lockstep round: each runs one update, then hands over to the
+    next, so consecutive updates of different tools see the same machine (a neighbour's burst or a
+    clock change hits both sides of a paired ratio alike)."""
+
+    def __init__(self, count):
+        self.condition = threading.Condition()
+        self.ready = threading.Barrier(count)
+        self.active = list(range(count))
+        self.turn = 0
+
+    def start(self, turn):
+        self.ready.wait()  # every tool built and at its first update
+        self.wait(turn)
+
+    def wait(self, turn):
+        with self.condition:
+            self.condition.wait_for(lambda: self.turn == turn)
+
+    def pass_on(self, turn, leave=False):
+        with self.condition:
+            position = self.active.index(turn)
+            if leave:
+                self.active.remove(turn)
+                self.turn = self.active[position % len(self.active)] if self.active else None
+            else:
+                self.turn = self.active[(position + 1) % len(self.active)]
+            self.condition.notify_all()
+
+    def abandon(self, turn):
+        """A tool failed: leave the rotation (and release the others from the start barrier)."""
+        self.ready.abort()
+        if turn in self.active:
+            self.pass_on(turn, leave=True)
 
 
 def summarize(clock, args):
     w = args.warmup
-    n = len(clock.wall) - w
-    wall = clock.wall[-1] - clock.wall[w - 1]
-    cpu = clock.cpu[-1] - clock.cpu[w - 1]
-    per_step = sorted(1000.0 * (b - a) for a, b in zip(clock.wall[w - 1:], clock.wall[w:]))
+    wall_steps, cpu_steps = clock.durations()
+    wall, cpu = sum(wall_steps[w:]), sum(cpu_steps[w:])
+    n = len(wall_steps) - w
+    per_step = sorted(wall_steps[w:])
     return {
-        "steps": len(clock.wall),
+        "steps": len(wall_steps),
         "timed_steps": n,
-        "samples_per_s": n * args.batch_size / wall,
-        "ms_per_step": 1000.0 * wall / n,
-        "cpu_ms_per_step": 1000.0 * cpu / n,
+        "samples_per_s": 1000.0 * n * args.batch_size / wall,
+        "ms_per_step": wall / n,
+        "cpu_ms_per_step": cpu / n,
         "ms_per_step_p50": per_step[len(per_step) // 2],
         "ms_per_step_p90": per_step[int(len(per_step) * 0.9)],
+        # The median update's CPU time: an update slowed by a neighbour (a cache flushed, a core's
+        # clock lowered) moves the mean but not the median.
+        "cpu_ms_per_step_p50": statistics.median(cpu_steps[w:]),
+        "cpu_ms_steps": cpu_steps[w:],
     }
 
 
@@ -194,7 +290,7 @@ def run_raw(args, rec, clock):
 
     t_train = time.perf_counter()
     model.train()
-    seed_training(args)
+    clock.begin(args)
     for batch in loader:
         out = model(**batch)
         out.loss.backward()
@@ -221,7 +317,7 @@ def run_hf(args, rec, clock):
     class Clock(TrainerCallback):
         def on_step_begin(self, a, state, control, **kw):
             if state.global_step == 0:  # after the Trainer's loader drew its seed from the global RNG
-                seed_training(args)
+                clock.begin(args)
 
         def on_step_end(self, a, state, control, **kw):
             clock.tick(step_losses.pop() if step_losses else None)
@@ -288,7 +384,7 @@ def run_lightning(args, rec, clock):
 
     class Clock(L.Callback):
         def on_train_start(self, trainer, pl_module):
-            seed_training(args)
+            clock.begin(args)
 
         def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
             clock.tick(outputs["loss"])
@@ -328,7 +424,7 @@ def run_ipuflow(args, rec, clock):
     @TrainerCallback.register("bench_clock", exist_ok=True)
     class Clock(TrainerCallback):
         def on_train_begin(self, event):
-            seed_training(args)
+            clock.begin(args)
 
         def on_step_end(self, event):
             clock.tick(event.outputs["loss"])  # one update per host call: this update's loss
@@ -388,16 +484,13 @@ def run_ipuflow(args, rec, clock):
     rec["train_s"] = time.perf_counter() - t_train
 
 
-def worker(args):
-    rec = {"tool": args.worker}
-    import torch
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    rec["torch_threads"] = torch.get_num_threads()
-    clock = StepClock()
-    {"raw": run_raw, "hf": run_hf, "lightning": run_lightning, "ipuflow": run_ipuflow}[args.worker](args, rec, clock)
-    if len(clock.wall) != args.steps:
-        raise SystemExit(f"{args.worker}: ran {len(clock.wall)} steps, expected {args.steps}")
+RUNS = {"raw": run_raw, "hf": run_hf, "lightning": run_lightning, "ipuflow": run_ipuflow}
+
+
+def finish(tool, rec, clock, args):
+    """The worker's record for `tool`, printed as one RESULT line."""
+    if len(clock.ends) != args.steps:
+        raise SystemExit(f"{tool}: ran {len(clock.ends)} steps, expected {args.steps}")
     rec.update(summarize(clock, args))
     losses = [float(loss) for loss in clock.losses]
     rec["losses"] = losses
@@ -406,6 +499,44 @@ def worker(args):
     rec["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
     rec["in_process_s"] = time.perf_counter() - T_PROC0
     print("RESULT " + json.dumps(rec), flush=True)
+
+
+def worker(args):
+    import torch
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    rec = {"tool": args.worker, "torch_threads": torch.get_num_threads()}
+    clock = StepClock(args.steps)
+    RUNS[args.worker](args, rec, clock)
+    finish(args.worker, rec, clock, args)
+
+
+def lockstep_worker(args):
+    """Every tool of `--lockstep-worker` in a thread of this process, taking turns update by update."""
+    import torch
+    torch.set_num_threads(1)  # CPU time is read per thread: torch's work must run on the tool's own
+    tools = args.lockstep_worker.split(",")
+    baton = Baton(len(tools))
+    records = {tool: {"tool": tool, "torch_threads": 1} for tool in tools}
+    clocks = {tool: StepClock(args.steps, baton, turn) for turn, tool in enumerate(tools)}
+    failures = {}
+
+    def run(turn, tool):
+        try:
+            RUNS[tool](args, records[tool], clocks[tool])
+        except BaseException as error:  # noqa: BLE001 - reported below; the other tools go on
+            failures[tool] = repr(error)
+            baton.abandon(turn)
+
+    threads = [threading.Thread(target=run, args=(turn, tool), name=tool) for turn, tool in enumerate(tools)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if failures:
+        raise SystemExit(f"lockstep tools failed: {failures}")
+    for tool in tools:
+        finish(tool, records[tool], clocks[tool], args)
 
 
 # ---------------------------------------------------------------- parent
@@ -448,22 +579,25 @@ def parent(args):
     root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")  # this checkout's ipuflow
     for r in range(args.rounds):
-        for i in range(len(tools)):
-            tool = tools[(i + r) % len(tools)]  # rotated, so no tool always runs right after another
+        rotated = tools[r % len(tools):] + tools[:r % len(tools)]  # so no tool always runs right after another
+        # Alone: one process per tool, one after another. Lockstep: one process, the tools taking turns.
+        runs = [["--lockstep-worker", ",".join(rotated)]] if args.lockstep else [["--worker", t] for t in rotated]
+        for run in runs:
             t0 = time.perf_counter()
-            p = subprocess.run(base + ["--worker", tool], capture_output=True, text=True, env=env)
+            p = subprocess.run(base + run, capture_output=True, text=True, env=env)
             wall = time.perf_counter() - t0
-            line = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")]
-            if p.returncode != 0 or not line:
+            lines = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")]
+            if p.returncode != 0 or not lines:
                 sys.stderr.write(p.stdout[-3000:] + p.stderr[-6000:])
-                raise SystemExit(f"worker {tool} failed (rc={p.returncode})")
-            rec = json.loads(line[-1][len("RESULT "):])
-            rec["wall_s"] = wall
-            rec["round"] = r + 1
-            results[tool].append(rec)
-            print(f"round {r + 1} {tool:9s} {rec['samples_per_s']:7.1f} samples/s  {rec['ms_per_step']:6.1f} ms/step  "
-                  f"cpu {rec['cpu_ms_per_step']:6.1f} ms/step  loss {rec['final_loss']:.5f}  wall {wall:5.1f}s",
-                  flush=True)
+                raise SystemExit(f"worker {run[1]} failed (rc={p.returncode})")
+            for line in lines:
+                rec = json.loads(line[len("RESULT "):])
+                rec["wall_s"] = wall
+                rec["round"] = r + 1
+                results[rec["tool"]].append(rec)
+                print(f"round {r + 1} {rec['tool']:9s} {rec['samples_per_s']:7.1f} samples/s  "
+                      f"{rec['ms_per_step']:6.1f} ms/step  cpu {rec['cpu_ms_per_step']:6.1f} ms/step  "
+                      f"loss {rec['final_loss']:.5f}  wall {wall:5.1f}s", flush=True)
 
     raw = results["raw"]
     table = {}
@@ -473,6 +607,11 @@ def parent(args):
                          "setup_s", "wall_s")}
         row["speed_ratios"] = [r0["ms_per_step"] / r["ms_per_step"] for r0, r in zip(raw, recs)]
         row["cpu_ratios"] = [r0["cpu_ms_per_step"] / r["cpu_ms_per_step"] for r0, r in zip(raw, recs)]
+        row["cpu_median_ratios"] = [r0["cpu_ms_per_step_p50"] / r["cpu_ms_per_step_p50"] for r0, r in zip(raw, recs)]
+        # Per update: the hand loop's CPU time over the tool's for the same update number (in
+        # lockstep, run one right after the other); per round, the median over the timed updates.
+        row["update_ratios"] = [statistics.median(a / b for a, b in zip(r0["cpu_ms_steps"], r["cpu_ms_steps"]))
+                                for r0, r in zip(raw, recs)]
         if recs[0]["losses"] and raw[0]["losses"]:
             row["max_loss_diff"] = max(abs(a - b) for a, b in zip(recs[0]["losses"], raw[0]["losses"]))
         table[tool] = row
@@ -480,8 +619,12 @@ def parent(args):
     print(f"\n{args.rounds} rounds; {args.arch} hidden {args.hidden} x {args.layers} layers, {args.steps} updates x batch "
           f"{args.batch_size} (seq {args.seq_len}), timed updates {args.warmup + 1}..{args.steps}; "
           f"torch {versions()['torch']}, {first['torch_threads']} threads")
-    print("speed = hand loop's time per update / the tool's, paired per round: median (min..max)")
-    hdr = ("tool", "samples/s", "speed vs hand loop (wall)", "speed vs hand loop (CPU time)", "CPU ms/update",
+    print("lockstep: the tools took turns, one update each, in one process (CPU time per thread), without dropout\n"
+          if args.lockstep else "", end="")
+    print("speed = hand loop's time per update / the tool's, paired per round: median (min..max) over rounds; "
+          "per update: the median over a round's updates of the paired per-update ratio")
+    hdr = ("tool", "samples/s", "speed vs hand loop (wall)", "speed vs hand loop (CPU time)",
+           "speed vs hand loop (median update's CPU time)", "speed vs hand loop (per update, CPU)", "CPU ms/update",
            f"final loss (last {args.final_window})", "max |Δloss| per update", "peak RSS MiB", "import s")
     print("| " + " | ".join(hdr) + " |")
     print("|" + "---|" * len(hdr))
@@ -489,6 +632,7 @@ def parent(args):
         m = table[tool]
         diff = f"{m['max_loss_diff']:.1e}" if "max_loss_diff" in m else "-"
         print(f"| {tool} | {m['samples_per_s']:.1f} | {spread(m['speed_ratios'])} | {spread(m['cpu_ratios'])} | "
+              f"{spread(m['cpu_median_ratios'])} | {spread(m['update_ratios'])} | "
               f"{m['cpu_ms_per_step']:.1f} | {m['final_loss']:.5f} | {diff} | {m['peak_rss_mib']:.0f} | "
               f"{m['import_s']:.2f} |")
     if args.json_out:
@@ -500,6 +644,9 @@ def parent(args):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--worker", choices=TOOLS)
+    ap.add_argument("--lockstep-worker", help=argparse.SUPPRESS)
+    ap.add_argument("--lockstep", action="store_true",
+                    help="run each round's tools in one process, taking turns update by update (one torch thread)")
     ap.add_argument("--tools", default=",".join(TOOLS))
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--steps", type=int, default=200)
@@ -521,7 +668,12 @@ def main():
                     help="ipuflow's lr count: the peers' (default) or its built-in linear_with_warmup")
     ap.add_argument("--json-out")
     args = ap.parse_args()
-    if args.worker:
+    if args.lockstep and args.threads not in (0, 1):
+        raise SystemExit("--lockstep reads CPU time per thread: it runs torch with one thread (--threads 1)")
+    if args.lockstep_worker:
+        args.lockstep = True
+        lockstep_worker(args)
+    elif args.worker:
         worker(args)
     else:
         parent(args)
