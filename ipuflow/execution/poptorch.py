@@ -175,6 +175,8 @@ class PoptorchExecutor(StepExecutor):
             inference_embedding_serialization_factor,
         )
         self._placement: IpuPlacement = training_placement if training else inference_placement
+        if not training:
+            _refuse_host_driven_evaluation(model)
         self._poptorch = import_poptorch()
         self._model = model
         self._layers = _resolve_module(model, pipeline_layers) if pipeline_layers else None
@@ -615,6 +617,24 @@ def _accumulation_types(name: str, fp16: bool) -> Dict[str, torch.dtype]:
     if name == "SGD":
         return {"accum_type": first, "velocity_accum_type": first}
     return {"accum_type": first, "first_order_momentum_accum_type": first, "second_order_momentum_accum_type": torch.float32}
+
+
+def _refuse_host_driven_evaluation(model: torch.nn.Module) -> None:
+    """A ConfigurationError for a model whose evaluation forward is a host-driven loop: poptorch
+    compiles one static graph per executable (values never reach the host while it runs), so it
+    could not run, and an IPU run would only find out at its first validation."""
+    from ipuflow.models.model import Model
+
+    driven = model.host_driven_evaluation() if isinstance(model, Model) else None
+    if driven is not None:
+        key, what = driven
+        raise ConfigurationError(
+            f"{what}; the poptorch executor compiles the evaluation forward into one static graph, which cannot "
+            f"hold such a loop. Set model.{key} to false with the poptorch executor (validation then reports the "
+            "loss only), and generate afterwards on the native executor: ipuflow evaluate ARCHIVE DATA -o "
+            f"'{{\"trainer.executor\": {{\"type\": \"native\"}}, \"model.{key}\": true}}' (or ipuflow predict).",
+            path=f"model.{key}",
+        )
 
 
 def check_poptorch_optimizer(optimizer_class: type, max_grad_norm: Optional[float] = None) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Dict, Mapping, Optional
+from typing import Any, ClassVar, Dict, Mapping, Optional, Tuple
 
 import torch
 
@@ -26,6 +26,12 @@ class Model(torch.nn.Module, Registrable):
     def forward(self, **batch: torch.Tensor) -> Dict[str, torch.Tensor]:  # type: ignore[override]
         """The model's outputs for a batch; ``loss`` when the batch carries targets."""
         raise NotImplementedError
+
+    def host_driven_evaluation(self) -> Optional[Tuple[str, str]]:
+        """(config key, what it does) when this model's evaluation forward runs a loop whose length
+        and stop depend on the values it computes (autoregressive generation), which an executor
+        that compiles one static graph (poptorch) cannot run; None for a pure tensor computation."""
+        return None
 
     def get_regularization_penalty(self) -> Optional[torch.Tensor]:
         """A scalar added to the training loss (AllenNLP's regularizers), or None; the trainer adds it

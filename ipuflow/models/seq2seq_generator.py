@@ -3,7 +3,7 @@ by generating."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Tuple
 
 import torch
 
@@ -83,6 +83,13 @@ class Seq2SeqGenerator(Model):
         # A target the tokenizer starts with the decoder's start token ([CLS] for BERT) must not be
         # predicted: the decoder is fed that token and predicts what follows it.
         self._skip_first = start is not None and self._tokenizer("a")["input_ids"][:1] == [start]
+
+    def host_driven_evaluation(self) -> Optional[Tuple[str, str]]:
+        """With `generate`: transformers' generate(), one decoder call per new token until every row stops."""
+        if not self.generate:
+            return None
+        return "generate", ("the model generates text in evaluation with transformers' generate(), a loop of decoder "
+                            "calls whose length and stop depend on the tokens it produced")
 
     def _build(self, transformers: Any, pretrained: Optional[str], encoder: Optional[str], decoder: Optional[str],
                config: Optional[Dict[str, Any]], tie: bool) -> Any:

@@ -141,3 +141,31 @@ def test_an_archive_of_a_model_warm_started_from_local_checkpoints_evaluates_wit
     final = json.loads((directory / "metrics.json").read_text())
     assert metrics["loss"] == pytest.approx(final["validation_loss"], rel=1e-5)
     assert metrics["rougeL"] == pytest.approx(final["validation_rougeL"])
+
+
+@pytest.mark.parametrize("generate", [True, False])
+def test_generating_in_evaluation_is_refused_by_the_poptorch_executor(tmp_path, monkeypatch, capsys, generate):
+    # transformers' generate() is a loop of decoder calls whose length and stop depend on the values
+    # it produced: poptorch compiles one static graph per executable, so an IPU run would fail at its
+    # first validation, after a whole epoch of training. The executor refuses it when it is built.
+    import sys
+
+    from tests.execution import fake_poptorch
+
+    monkeypatch.setitem(sys.modules, "poptorch", fake_poptorch)
+    write_jsonl(tmp_path / "train.jsonl", headline_rows(32, seed=0))
+    write_jsonl(tmp_path / "validation.jsonl", headline_rows(8, seed=1))
+    config = seq2seq_config(tmp_path, generate=generate)
+    config["trainer"]["executor"] = {"type": "poptorch"}
+    if not generate:
+        config.pop("postprocessor")
+        config["trainer"]["validation_metric"] = "-loss"
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    code = run(["train", str(path), "-s", str(tmp_path / "run"), "--dry-run"])
+    error = " ".join(capsys.readouterr().err.split())
+    if generate:
+        assert code == 2, error
+        assert "model.generate:" in error and "Set model.generate to false" in error and "Traceback" not in error
+    else:
+        assert code == 0, error
