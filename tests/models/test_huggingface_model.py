@@ -178,3 +178,6 @@ def test_adamw_skips_biases_and_layer_norm_weights_by_default(tags):
         [["classifier"], {"weight_decay": 0.5}]]}), model_parameters=named))
     assert grouped["transformer.classifier.bias"] == 0.5 and grouped["transformer.classifier.weight"] == 0.5
     assert grouped["transformer.bert.encoder.layer.0.output.dense.bias"] == 0.0
+    # Without decay there is nothing to withhold: one group, not a second one each update pays for.
+    undecayed = Optimizer.from_params(Params({"type": "adamw", "weight_decay": 0.0}), model_parameters=named)
+    assert len(undecayed.param_groups) == 1 and set(decay_of(undecayed).values()) == {0.0}
