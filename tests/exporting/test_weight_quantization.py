@@ -52,3 +52,18 @@ def test_an_int8_file_beyond_its_tolerance_is_refused_and_nothing_is_left(traine
     assert code == 1
     assert "With int8 weights" in error and "--quantized-tolerance" in error and "Traceback" not in error
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("exporter", ["dynamo", "torchscript"])
+def test_a_graph_with_fused_transformer_operators_quantizes(tmp_path, exporter):
+    # ONNX's shape inference types nothing that ONNX Runtime's fused operators output, which
+    # quantization needs to know for the matrix products that follow them.
+    from ipuflow.exporting.transformer_fusions import fuse_transformer_operators
+
+    model, batch = TinyBert(), tiny_batch()
+    plain, fused, quantized = tmp_path / "plain.onnx", tmp_path / "fused" / "m.onnx", tmp_path / "int8" / "m.onnx"
+    record = export_model(model, batch, plain, exporter=exporter)
+    assert fuse_transformer_operators(plain, fused, large=False)
+    quantize_weights(fused, quantized, large=False)
+    assert {"MatMulInteger", "SkipLayerNormalization"} <= operators(quantized)
+    assert max(check_parity(model, quantized, [batch], record, tolerance=0.1).values()) <= 0.1
