@@ -36,7 +36,8 @@ from ipuflow.commands.cli import EXIT_RUNTIME_ERROR, debug_option, include_packa
               help="int8: store the weights of the matrix products as int8 (ONNX Runtime's dynamic quantization), "
                    "for integer kernels on the CPU; the outputs then differ from PyTorch's by more than rounding.")
 @click.option("--quantized-tolerance", type=click.FloatRange(min=0), default=None,
-              help="Largest absolute difference from PyTorch's outputs accepted for an int8 file  [default: 0.1].")
+              help="Largest difference from PyTorch's outputs accepted for an int8 file, as a fraction of each "
+                   "output's largest magnitude  [default: 0.05].")
 @click.option("--weights-file", type=click.Path(dir_okay=False), help="Weights to use instead of the archive's.")
 @click.option("--overrides", default="", metavar="JSON", help="Edits to the archived config.")
 @include_package_option
@@ -72,6 +73,7 @@ def export(archive: str, output: str, dynamic: bool, opset: int, batch_size: Opt
     click.echo(f"Exported {output} (opset {opset}, {report.record.exporter} exporter); parity with PyTorch on {report.checked_batches} batches: "
                f"max abs diff {worst:.3g} <= {tolerance:g}"
                + (f"; ONNX Runtime's transformer fusions: {report.fusions}" if report.fusions else "")
-               + (f"; int8 weights: max abs diff {max(report.quantized_max_abs_diff.values(), default=0.0):.3g}"
+               + (f"; int8 weights: max diff {max(report.quantized_max_abs_diff.values(), default=0.0):.3g} of the "
+                  "outputs' largest magnitude"
                   if report.quantized_max_abs_diff is not None else "") + ".")
     return 0

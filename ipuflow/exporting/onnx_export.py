@@ -48,7 +48,8 @@ class ExportReport:
     fallback_from: List[str]
     fusions: Optional[Dict[str, int]] = None
     quantized_max_abs_diff: Optional[Dict[str, float]] = None
-    """With int8 weights: the quantized file's largest differences from PyTorch per output."""
+    """With int8 weights: the quantized file's largest differences from PyTorch per output, as a
+    fraction of the output's largest magnitude."""
 
     def summary(self) -> Dict[str, Any]:
         """A JSON-able summary for the command line."""
@@ -64,7 +65,8 @@ class ExportReport:
             "max_abs_diff": self.max_abs_diff,
             "transformer_fusions": self.fusions or {},
             "weights": "int8" if self.quantized_max_abs_diff is not None else "float",
-            **({"int8_max_abs_diff": self.quantized_max_abs_diff} if self.quantized_max_abs_diff is not None else {}),
+            **({"int8_max_relative_diff": self.quantized_max_abs_diff} if self.quantized_max_abs_diff is not None
+               else {}),
         }
 
 
@@ -304,10 +306,27 @@ def check_parity(model: torch.nn.Module, path: Union[str, Path], batches: Sequen
                  record: OnnxRecord, tolerance: float = DEFAULT_TOLERANCE) -> Dict[str, float]:
     """Run the ONNX file with ONNX Runtime and the model with PyTorch on `batches`; return the largest
     absolute difference per output. A difference above `tolerance` is a ParityError."""
+    largest = output_differences(model, path, batches, record)
+    failing = {name: diff for name, diff in largest.items() if not diff <= tolerance}
+    if failing:
+        raise ParityError(
+            f"The exported model differs from PyTorch by more than {tolerance:g}: max abs diff {failing} "
+            f"(all outputs: {largest}). Check for randomness in eval mode or reduced-precision ops, or pass a larger "
+            f"--tolerance if the difference is expected."
+        )
+    return largest
+
+
+def output_differences(model: torch.nn.Module, path: Union[str, Path], batches: Sequence[Mapping[str, torch.Tensor]],
+                       record: OnnxRecord, relative: bool = False) -> Dict[str, float]:
+    """The largest absolute difference per output between the ONNX file (run by ONNX Runtime) and
+    the model (run by PyTorch) on `batches`; `relative`: as a fraction of the largest magnitude of
+    PyTorch's values of that output."""
     from ipuflow.execution.onnxruntime_executor import OnnxSession
 
     session = OnnxSession(str(path), record)
     largest = {name: 0.0 for name in record.outputs}
+    magnitude = {name: 0.0 for name in record.outputs}
     model.eval()
     for batch in batches:
         with torch.no_grad():
@@ -318,15 +337,11 @@ def check_parity(model: torch.nn.Module, path: Union[str, Path], batches: Sequen
             value = got[name].float()
             if tuple(reference.shape) != tuple(value.shape):
                 raise ParityError(f"ONNX output {name!r} has shape {tuple(value.shape)}, PyTorch's {tuple(reference.shape)}.")
-            difference = float((reference - value).abs().max()) if reference.numel() else 0.0
-            largest[name] = max(largest[name], difference)
-    failing = {name: diff for name, diff in largest.items() if not diff <= tolerance}
-    if failing:
-        raise ParityError(
-            f"The exported model differs from PyTorch by more than {tolerance:g}: max abs diff {failing} "
-            f"(all outputs: {largest}). Check for randomness in eval mode or reduced-precision ops, or pass a larger "
-            f"--tolerance if the difference is expected."
-        )
+            if reference.numel():
+                largest[name] = max(largest[name], float((reference - value).abs().max()))
+                magnitude[name] = max(magnitude[name], float(reference.abs().max()))
+    if relative:
+        return {name: diff / magnitude[name] if magnitude[name] > 0 else diff for name, diff in largest.items()}
     return largest
 
 
@@ -363,7 +378,8 @@ def export_archive(archive_path: str, output: Union[str, Path], dynamic: bool = 
 
     `quantize` "int8" then stores the weights of the matrix products as int8 (see
     `weight_quantization`): the float graph passes the parity check at `tolerance` first, then the
-    int8 file at `quantized_tolerance` (default `QUANTIZED_TOLERANCE`)."""
+    int8 file at `quantized_tolerance` (default `QUANTIZED_TOLERANCE`), a fraction of each output's
+    largest magnitude."""
     from ipuflow.exporting.weight_quantization import QUANTIZE_CHOICES, QUANTIZED_TOLERANCE
     from ipuflow.experiment.archival import load_archive
 
@@ -395,7 +411,6 @@ def export_archive(archive_path: str, output: Union[str, Path], dynamic: bool = 
             record = export_model(model, batches[0], output, dynamic=dynamic, opset=opset, exporter=name)
             fusions, fused_differences = _fuse(model, output, checked, record, tolerance, optimize)
             differences = fused_differences or check_parity(model, output, checked, record, tolerance)
-            quantized = _quantize(model, output, checked, record, int8_tolerance) if quantize == "int8" else None
         except (ExportError, ParityError) as error:
             output.unlink(missing_ok=True)
             if last:
@@ -407,8 +422,14 @@ def export_archive(archive_path: str, output: Union[str, Path], dynamic: bool = 
             continue
         record.parity = {"max_abs_diff": differences, "tolerance": tolerance, "fallback_from": failures,
                          "transformer_fusions": fusions}
-        if quantized is not None:
-            record.parity["int8_weights"] = {"max_abs_diff": quantized, "tolerance": int8_tolerance}
+        quantized = None
+        if quantize == "int8":  # once the float graph passed: another exporter would not quantize better
+            try:
+                quantized = _quantize(model, output, checked, record, int8_tolerance)
+            except (ExportError, ParityError):
+                output.unlink(missing_ok=True)
+                raise
+            record.parity["int8_weights"] = {"max_relative_diff": quantized, "relative_tolerance": int8_tolerance}
         _rewrite_record(output, record)
         return ExportReport(output, record, differences, len(checked), failures, fusions, quantized)
     raise AssertionError("unreachable")
@@ -453,8 +474,9 @@ def _needs_external_data(model: torch.nn.Module) -> bool:
 
 def _quantize(model: torch.nn.Module, output: Path, checked: Sequence[Mapping[str, torch.Tensor]], record: OnnxRecord,
               tolerance: float) -> Dict[str, float]:
-    """Replace `output` with its int8-weight form, which must pass the parity check at `tolerance`:
-    its largest differences from PyTorch per output."""
+    """Replace `output` with its int8-weight form, whose outputs must stay within `tolerance` of
+    PyTorch's, as a fraction of each output's largest magnitude (int8 weights move a transformer's
+    logits by a few hundredths of their range): those fractions per output."""
     from ipuflow.exporting.transformer_fusions import replace_with
     from ipuflow.exporting.weight_quantization import quantize_weights
 
@@ -462,11 +484,14 @@ def _quantize(model: torch.nn.Module, output: Path, checked: Sequence[Mapping[st
     quantized_file = staging / output.name
     try:
         quantize_weights(output, quantized_file, _needs_external_data(model))
-        try:
-            differences = check_parity(model, quantized_file, checked, record, tolerance)
-        except ParityError as error:
-            raise ParityError(f"With int8 weights: {error} (--quantized-tolerance sets the tolerance of an int8 "
-                              "file.)") from error
+        differences = output_differences(model, quantized_file, checked, record, relative=True)
+        failing = {name: round(diff, 4) for name, diff in differences.items() if not diff <= tolerance}
+        if failing:
+            raise ParityError(
+                f"With int8 weights the outputs differ from PyTorch's by more than {tolerance:g} of their largest "
+                f"magnitude: {failing} (all outputs: { {name: round(diff, 4) for name, diff in differences.items()} }). "
+                "Keep float weights, or accept more with --quantized-tolerance after comparing the metrics."
+            )
         replace_with(quantized_file, output)
         return differences
     finally:
