@@ -37,7 +37,7 @@ from ipuflow.commands.cli import EXIT_RUNTIME_ERROR, debug_option, include_packa
                    "for integer kernels on the CPU; the outputs then differ from PyTorch's by more than rounding.")
 @click.option("--quantized-tolerance", type=click.FloatRange(min=0), default=None,
               help="Largest difference from PyTorch's outputs accepted for an int8 file, as a fraction of each "
-                   "output's largest magnitude  [default: 0.05].")
+                   "output's largest magnitude  [default: 0.5].")
 @click.option("--weights-file", type=click.Path(dir_okay=False), help="Weights to use instead of the archive's.")
 @click.option("--overrides", default="", metavar="JSON", help="Edits to the archived config.")
 @include_package_option

