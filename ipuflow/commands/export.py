@@ -73,7 +73,7 @@ def export(archive: str, output: str, dynamic: bool, opset: int, batch_size: Opt
     click.echo(f"Exported {output} (opset {opset}, {report.record.exporter} exporter); parity with PyTorch on {report.checked_batches} batches: "
                f"max abs diff {worst:.3g} <= {tolerance:g}"
                + (f"; ONNX Runtime's transformer fusions: {report.fusions}" if report.fusions else "")
-               + (f"; int8 weights: max diff {max(report.quantized_max_abs_diff.values(), default=0.0):.3g} of the "
+               + (f"; int8 weights: max diff {max(report.int8_relative_diff.values(), default=0.0):.3g} of the "
                   "outputs' largest magnitude"
-                  if report.quantized_max_abs_diff is not None else "") + ".")
+                  if report.int8_relative_diff is not None else "") + ".")
     return 0

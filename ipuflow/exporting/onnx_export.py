@@ -47,7 +47,7 @@ class ExportReport:
     checked_batches: int
     fallback_from: List[str]
     fusions: Optional[Dict[str, int]] = None
-    quantized_max_abs_diff: Optional[Dict[str, float]] = None
+    int8_relative_diff: Optional[Dict[str, float]] = None
     """With int8 weights: the quantized file's largest differences from PyTorch per output, as a
     fraction of the output's largest magnitude."""
 
@@ -64,8 +64,8 @@ class ExportReport:
             "parity_batches": self.checked_batches,
             "max_abs_diff": self.max_abs_diff,
             "transformer_fusions": self.fusions or {},
-            "weights": "int8" if self.quantized_max_abs_diff is not None else "float",
-            **({"int8_max_relative_diff": self.quantized_max_abs_diff} if self.quantized_max_abs_diff is not None
+            "weights": "int8" if self.int8_relative_diff is not None else "float",
+            **({"int8_max_relative_diff": self.int8_relative_diff} if self.int8_relative_diff is not None
                else {}),
         }
 

@@ -7,8 +7,6 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-logger = logging.getLogger(__name__)
-
 QUANTIZE_CHOICES = ("off", "int8")
 """`off`: float weights, as exported; `int8`: ONNX Runtime's dynamic quantization of the weights."""
 
