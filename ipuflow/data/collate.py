@@ -188,7 +188,10 @@ class Collator:
                 gather = field.offsets[indices][:, None] + positions[None, :]  # type: ignore[index]
                 tokens = numpy.zeros((rows, length), dtype=numpy.int64)
                 if field.values.size:  # type: ignore[union-attr]
-                    numpy.clip(gather, 0, field.values.size - 1, out=gather)  # type: ignore[union-attr]
+                    # Positions past an instance's end (masked out below) must still index the
+                    # values; offsets and positions are never negative, so only the top is bounded
+                    # (numpy.minimum, not numpy.clip: clip's Python wrapper costs 40 µs a batch).
+                    numpy.minimum(gather, field.values.size - 1, out=gather)  # type: ignore[union-attr]
                     ids = field.values[gather]  # type: ignore[index]
                     if field.lookup is not None:
                         ids = field.lookup[ids]

@@ -83,10 +83,18 @@ def snapshot_hyperparameters(optimizer: torch.optim.Optimizer, names: Optional[F
     """A copy of every param group's hyperparameters (`hyperparameter_names` unless `names` is given)."""
     if names is None:
         names = hyperparameter_names(optimizer)
-    return [
-        {key: value.clone() if isinstance(value, torch.Tensor) else copy.copy(value) for key, value in group.items() if key in names}
-        for group in optimizer.param_groups
-    ]
+    return [{key: _copied(value) for key, value in group.items() if key in names} for group in optimizer.param_groups]
+
+
+# Values that cannot change in place need no copy (copy.copy of each, at every schedule step, cost
+# more than the rest of set_optimizer).
+_IMMUTABLE = (bool, int, float, str, type(None), tuple, frozenset)
+
+
+def _copied(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.clone()
+    return value if type(value) in _IMMUTABLE else copy.copy(value)
 
 
 @StepExecutor.register("native")
