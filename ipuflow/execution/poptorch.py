@@ -623,9 +623,9 @@ def _refuse_host_driven_evaluation(model: torch.nn.Module) -> None:
     """A ConfigurationError for a model whose evaluation forward is a host-driven loop: poptorch
     compiles one static graph per executable (values never reach the host while it runs), so it
     could not run, and an IPU run would only find out at its first validation."""
-    from ipuflow.models.model import Model
-
-    driven = model.host_driven_evaluation() if isinstance(model, Model) else None
+    # Asked by name: execution sits below models (Model.host_driven_evaluation declares it).
+    declared = getattr(model, "host_driven_evaluation", None)
+    driven = declared() if callable(declared) else None
     if driven is not None:
         key, what = driven
         raise ConfigurationError(
