@@ -426,7 +426,7 @@ def export_archive(archive_path: str, output: Union[str, Path], dynamic: bool = 
         if quantize == "int8":  # once the float graph passed: another exporter would not quantize better
             try:
                 quantized = _quantize(model, output, checked, record, int8_tolerance)
-            except (ExportError, ParityError):
+            except BaseException:  # a failure or Ctrl-C: no float file left where an int8 one was asked for
                 output.unlink(missing_ok=True)
                 raise
             record.parity["int8_weights"] = {"max_relative_diff": quantized, "relative_tolerance": int8_tolerance}
