@@ -32,8 +32,15 @@ def _full_state_options(**extra: Any) -> Any:
 def shard_model(model: torch.nn.Module, context: DistributedContext) -> torch.nn.Module:
     """Shard `model` in place (its class becomes an FSDP module) and return it. Every rank starts
     from rank 0's weights and buffers."""
+    from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
 
+    # FSDP's default mesh is a CUDA one whenever CUDA is present, whatever device the executor chose
+    # (on a one-GPU machine rank 1 then asked for cuda:1): shard on the device the model is on.
+    device = next(model.parameters()).device
+    if device.type == "cuda":
+        torch.cuda.set_device(device)  # FSDP puts shards on the current CUDA device
+    mesh = init_device_mesh(device.type, (context.world_size,))
     broadcast_tensors_from_primary([tensor.data for tensor in (*model.parameters(), *model.buffers())])
     # The names of the original parameters, for the optimizer built over them (see adopt_sharded_parameters).
     setattr(model, _NAMES, {id(parameter): name for name, parameter in model.named_parameters()})
@@ -41,8 +48,8 @@ def shard_model(model: torch.nn.Module, context: DistributedContext) -> torch.nn
         if isinstance(module, torch.nn.ModuleList):
             for layer in module:
                 if any(True for _ in layer.parameters()):
-                    fully_shard(layer)
-    fully_shard(model)
+                    fully_shard(layer, mesh=mesh)
+    fully_shard(model, mesh=mesh)
     setattr(model, SHARDED_MARK, True)
     _use_full_state_dicts(model)
     return model

@@ -104,11 +104,7 @@ def start(backend: str, uses_cuda: bool) -> DistributedContext:
     local_rank = int(os.environ["LOCAL_RANK"])
     device = torch.device("cpu")
     if chosen == "nccl":
-        if local_rank >= torch.cuda.device_count():
-            raise ConfigurationError(
-                f"torchrun started local rank {local_rank}, but this machine has {torch.cuda.device_count()} CUDA "
-                "devices: start at most one process per GPU (--nproc_per_node)."
-            )
+        refuse_more_ranks_than_gpus(local_rank)
         device = torch.device("cuda", local_rank)
         torch.cuda.set_device(device)
     _bind_collective_defaults_before_the_group_exists()
@@ -150,6 +146,17 @@ def stop(completed: bool = True) -> None:
         gc.collect()  # the model's DDP wrapper sits in reference cycles: freeing it frees the group and joins gloo's threads
 
 
+def refuse_more_ranks_than_gpus(local_rank: int, context: str = "") -> None:
+    """A ConfigurationError if this rank's GPU, ``cuda:LOCAL_RANK``, does not exist."""
+    count = torch.cuda.device_count()
+    if local_rank >= count:
+        raise ConfigurationError(
+            f"{context}torchrun started local rank {local_rank}, but this machine has {count} CUDA "
+            f"device{'s' if count != 1 else ''}: start at most one process per GPU (--nproc_per_node), "
+            "or train on the CPU with trainer.executor.device: 'cpu'."
+        )
+
+
 def refuse_fixed_cuda_device(device: object) -> None:
     """A ConfigurationError for a fixed ``cuda:N`` device under torchrun (every rank would share one GPU)."""
     if isinstance(device, str) and device.startswith("cuda:"):
@@ -169,6 +176,7 @@ def rank_device(device: str, context: DistributedContext) -> torch.device:
     if device == "cuda" or (device == "auto" and torch.cuda.is_available()):
         if not torch.cuda.is_available():
             raise ConfigurationError("trainer.executor.device: 'cuda' was asked for, but torch sees no CUDA device.")
+        refuse_more_ranks_than_gpus(context.local_rank, f"trainer.executor.device: {device!r} puts each rank on cuda:LOCAL_RANK; ")
         return torch.device("cuda", context.local_rank)
     if device not in ("auto", "cpu", "cuda"):
         raise ConfigurationError(f"trainer.executor.device: expected 'auto', 'cpu' or 'cuda', found {device!r}.")

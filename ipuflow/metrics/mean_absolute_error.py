@@ -6,7 +6,7 @@ from typing import Any, Dict, Optional
 
 import torch
 
-from ipuflow.metrics.metric import Metric
+from ipuflow.metrics.metric import Metric, beside
 from ipuflow.metrics.summed_over_ranks import summed_over_ranks
 
 ERROR_SUM, COUNT = 0, 1
@@ -25,7 +25,7 @@ class MeanAbsoluteError(Metric):
 
     def __call__(self, predictions: torch.Tensor, gold: torch.Tensor, mask: Optional[torch.Tensor] = None) -> None:
         """Accumulate a batch of predicted values."""
-        predictions, gold = predictions.detach(), gold.detach()
+        predictions, gold = predictions.detach(), beside(predictions, gold.detach())
         if predictions.numel() != gold.numel():
             raise ValueError(
                 f"MeanAbsoluteError needs one prediction per gold value; got {tuple(predictions.shape)} "

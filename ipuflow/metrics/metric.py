@@ -16,7 +16,9 @@ class Metric(Registrable):
     `get_metric` returns values keyed by a suffix for the name the model gives the metric: the
     empty suffix is the metric's main value (`"accuracy"`), others are appended with an underscore
     (`"f1_fresh"`). Metric state stays on the device of the predictions and is read (synchronised)
-    only by `get_metric`.
+    only by `get_metric`. Gold values and masks may be on another device (a model's `update_metrics`
+    sees its outputs on the executor's device and the batch on the host): they are moved to the
+    predictions' device.
     """
 
     def __call__(self, predictions: torch.Tensor, gold: torch.Tensor, mask: Optional[torch.Tensor] = None) -> None:
@@ -82,3 +84,11 @@ def _to_cpu(value: Any) -> Any:
     if isinstance(value, dict):
         return {key: _to_cpu(item) for key, item in value.items()}
     return value
+
+
+def beside(predictions: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    """`values` on the device of `predictions`: a host tensor is copied without waiting for the
+    device (the copy is queued on the current stream, ahead of the work that reads it)."""
+    if values.device == predictions.device:
+        return values
+    return values.to(predictions.device, non_blocking=True)

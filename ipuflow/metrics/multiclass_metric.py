@@ -7,7 +7,7 @@ from typing import Any, Dict, Optional
 import torch
 
 from ipuflow.config import validators
-from ipuflow.metrics.metric import Metric
+from ipuflow.metrics.metric import Metric, beside
 from ipuflow.metrics.summed_over_ranks import summed_over_ranks
 
 
@@ -48,7 +48,7 @@ class MulticlassMetric(Metric):
 
     def __call__(self, predictions: torch.Tensor, gold: torch.Tensor, mask: Optional[torch.Tensor] = None) -> None:
         """Accumulate a batch of predictions."""
-        predictions, gold = predictions.detach(), gold.detach()
+        predictions, gold = predictions.detach(), beside(predictions, gold.detach())
         scores = predictions.is_floating_point()
         if (predictions.dim() != gold.dim() + 1) if scores else (predictions.shape != gold.shape):
             raise ValueError(
@@ -63,7 +63,7 @@ class MulticlassMetric(Metric):
             self._counts = self._new_counts(self.num_classes, predictions.device)
         elif self._counts.device != predictions.device:
             self._counts = self._counts.to(predictions.device)
-        keep = gold >= 0 if mask is None else (gold >= 0) & mask.to(device=gold.device, dtype=torch.bool)
+        keep = gold >= 0 if mask is None else (gold >= 0) & beside(predictions, mask).bool()
         gold = torch.where(keep, gold, torch.zeros_like(gold))
         flat = predictions.reshape(-1, predictions.shape[-1]) if scores else predictions.reshape(-1)
         self._add(self._counts, flat, gold.reshape(-1).long(), keep.reshape(-1))

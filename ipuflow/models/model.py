@@ -40,7 +40,8 @@ class Model(torch.nn.Module, Registrable):
 
     def update_metrics(self, outputs: Mapping[str, torch.Tensor], batch: Mapping[str, Any]) -> None:
         """Accumulate metrics from outputs that cover every row of `batch` (rows with
-        `IGNORE_LABEL` targets are padding and must be skipped)."""
+        `IGNORE_LABEL` targets are padding and must be skipped). `outputs` are on the executor's
+        device and `batch` is on the host; ipuflow's metrics take gold values from either."""
 
     def get_metrics(self, reset: bool = False) -> Dict[str, float]:
         """Metrics accumulated since the last reset."""

@@ -31,6 +31,18 @@ def torchrun(args: List[str], nproc: int = 2, timeout: float = TORCHRUN_TIMEOUT,
     return done, time.monotonic() - started
 
 
+def torchrun_worker(script: str, directory: Path) -> Dict[str, Any]:
+    """Run the Python `script` in 2 gloo processes under torchrun; the JSON that it writes to the
+    path given as its argument (rank 0's record)."""
+    path, result = directory / "worker.py", directory / "result.json"
+    path.write_text(script)
+    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(path),
+                           str(result)], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"},
+                          capture_output=True, text=True, timeout=TORCHRUN_TIMEOUT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(result.read_text())
+
+
 def single_process(args: List[str]) -> int:
     """`ipuflow ARGS` in this process."""
     from ipuflow.commands.cli import run

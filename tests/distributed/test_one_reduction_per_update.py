@@ -3,13 +3,9 @@ last micro-batch, not on every accumulation micro-batch (counted with a DDP comm
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import textwrap
 
-from tests.conftest import ROOT
+from tests.distributed.conftest import torchrun_worker
 
 WORKER = textwrap.dedent('''
     import json, sys
@@ -51,12 +47,6 @@ WORKER = textwrap.dedent('''
 
 
 def test_gradients_are_reduced_once_per_optimizer_update(tmp_path):
-    script, result = tmp_path / "worker.py", tmp_path / "result.json"
-    script.write_text(WORKER)
-    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(script),
-                           str(result)], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"},
-                          capture_output=True, text=True, timeout=180)
-    assert done.returncode == 0, done.stderr[-3000:]
-    counts = json.loads(result.read_text())
+    counts = torchrun_worker(WORKER, tmp_path)
     # 12 micro-batches per rank, 3 updates: one (single-bucket) reduction per update.
     assert counts == {"reductions": 3, "updates": 3, "samples": 48}

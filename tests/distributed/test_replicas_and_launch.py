@@ -10,7 +10,7 @@ import torch
 from ipuflow.config import ConfigurationError, Params
 from ipuflow.data.loader import FixedShapeDataLoader
 from ipuflow.distributed.launch import check_config_for_launch
-from ipuflow.distributed.process_group import choose_backend
+from ipuflow.distributed.process_group import DistributedContext, choose_backend, rank_device
 from ipuflow.distributed.replicas import replicated_options
 
 TORCHRUN_ENVIRONMENT = {"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29999"}
@@ -91,7 +91,24 @@ def test_evaluate_and_predict_refuse_torchrun(command, monkeypatch, capsys):
     for name, value in {**TORCHRUN_ENVIRONMENT, "RANK": "0", "LOCAL_RANK": "0"}.items():
         monkeypatch.setenv(name, value)
     assert run(command) == 2
-    assert f"ipuflow {command[0]} does not run under torchrun (only `ipuflow train` does)" in capsys.readouterr().err
+    # The message is wrapped to the terminal's width: compare it with its lines joined.
+    printed = " ".join(capsys.readouterr().err.split())
+    assert f"ipuflow {command[0]} does not run under torchrun (only `ipuflow train` does)" in printed
+
+
+@pytest.mark.parametrize("device", ["auto", "cuda"])
+def test_more_gloo_ranks_than_gpus_is_a_configuration_error(device, monkeypatch):
+    # Two processes on a one-GPU machine: rank 1's cuda:1 does not exist (CUDA's own error was
+    # "invalid device ordinal", raised on the first tensor moved there).
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    context = DistributedContext(rank=1, world_size=2, local_rank=1, backend="gloo", device=torch.device("cpu"))
+    with pytest.raises(ConfigurationError, match=r"trainer.executor.device: .* local rank 1, but this machine has 1 CUDA device: "
+                                                 r"start at most one process per GPU .* trainer.executor.device: 'cpu'"):
+        rank_device(device, context)
+    assert rank_device("cpu", context) == torch.device("cpu")
+    first = DistributedContext(rank=0, world_size=2, local_rank=0, backend="gloo", device=torch.device("cpu"))
+    assert rank_device(device, first) == torch.device("cuda", 0)
 
 
 def test_other_ranks_keep_a_configuration_error_to_themselves(monkeypatch, capsys):

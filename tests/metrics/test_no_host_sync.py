@@ -35,3 +35,21 @@ def test_metrics_accumulate_on_cuda_without_a_host_sync():
         torch.cuda.set_sync_debug_mode("default")
     for metric in [*metrics, mae]:
         assert all(0.0 <= value for value in metric.get_metric().values())
+
+
+def test_metrics_take_gold_values_from_the_host_beside_predictions_on_cuda():
+    # A model's update_metrics sees its outputs on the executor's device and the batch on the host:
+    # a user model that hands both to a metric unchanged must count what an all-CPU run counts.
+    generator = torch.Generator().manual_seed(1)
+    scores = torch.randn(5, 7, 4, generator=generator)
+    gold = torch.randint(-1, 4, (5, 7), generator=generator)
+    mask = torch.rand(5, 7, generator=generator) > 0.3
+    for make in (CategoricalAccuracy, lambda: F1Measure(average="macro")):
+        on_host, mixed = make(), make()
+        on_host(scores, gold, mask=mask)
+        mixed(scores.cuda(), gold, mask=mask)
+        assert mixed.get_metric() == pytest.approx(on_host.get_metric())
+    on_host_mae, mixed_mae = MeanAbsoluteError(), MeanAbsoluteError()
+    on_host_mae(scores[..., 0], scores[..., 1], mask=mask)
+    mixed_mae(scores[..., 0].cuda(), scores[..., 1], mask=mask)
+    assert mixed_mae.get_metric() == pytest.approx(on_host_mae.get_metric())

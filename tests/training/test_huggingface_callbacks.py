@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import List
 
 import pytest
+import torch
 
 from ipuflow.commands.cli import run
 from ipuflow.config import ConfigurationError
@@ -111,7 +112,8 @@ def test_a_users_hugging_face_callback_sees_the_trainer_and_steers_it(tiny_data,
     assert checks["has_train_dataloader"] and checks["has_eval_dataloader"]
     assert checks["args"] == {"output_dir": str(directory), "num_train_epochs": 6, "eval_strategy": "epoch",
                               "metric_for_best_model": "accuracy", "greater_is_better": True,
-                              "per_device_train_batch_size": 4, "learning_rate": 0.1, "device": "cpu",
+                              "per_device_train_batch_size": 4, "learning_rate": 0.1,
+                              "device": "cuda" if torch.cuda.is_available() else "cpu",
                               "world_size": 1}
     # One step per host call here (12 per epoch), global_step counting optimizer updates.
     step_ends = [event["step"] for event in events if event["event"] == "on_step_end"]

@@ -96,7 +96,7 @@ def test_metrics_files_best_weights_and_counters(tmp_path):
     # With SGD on a convex problem every epoch improves, so the best is the last epoch.
     assert last["best_epoch"] == 2 and last["best_validation_loss"] == last["validation_loss"]
     best = safetensors.torch.load_file(str(tmp_path / "best.safetensors"))
-    assert torch.equal(best["linear.weight"], trainer.model.linear.weight.detach())
+    assert torch.equal(best["linear.weight"], trainer.model.linear.weight.detach().cpu())
     assert sorted(n for n in os.listdir(tmp_path) if n.startswith("model_state")) == [
         "model_state_e2_b0.safetensors", "model_state_e3_b0.safetensors"]
 
@@ -105,7 +105,9 @@ def test_training_loss_is_the_mean_over_the_epoch(tmp_path):
     trainer = build(tmp_path, {"num_epochs": 1, "optimizer": {"type": "sgd", "lr": 0.0}}, with_validation=False)
     trainer.train()
     # With lr 0 the weights never change, so the mean over calls is computable afterwards.
-    losses = [float(trainer.model(**batch)["loss"].detach()) for batch in trainer.data_loader]
+    device = trainer.model.linear.weight.device  # the executor's: the loader's batches are on the host
+    losses = [float(trainer.model(**{key: value.to(device) for key, value in batch.items()})["loss"].detach())
+              for batch in trainer.data_loader]
     recorded = json.loads((tmp_path / "metrics_epoch_0.json").read_text())["training_loss"]
     assert recorded == pytest.approx(sum(losses) / len(losses), rel=1e-5)
 
@@ -117,7 +119,7 @@ def test_the_model_ends_with_the_best_weights(tmp_path):
     metrics = trainer.train()
     assert metrics["best_epoch"] == 0
     best = safetensors.torch.load_file(str(tmp_path / "best.safetensors"))
-    assert torch.equal(best["linear.weight"], trainer.model.linear.weight.detach())
+    assert torch.equal(best["linear.weight"], trainer.model.linear.weight.detach().cpu())
     assert metrics["validation_loss"] > metrics["best_validation_loss"]
 
 

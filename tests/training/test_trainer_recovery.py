@@ -107,7 +107,7 @@ def test_a_max_steps_stop_without_validation_keeps_the_final_weights_as_the_best
     metrics = trainer.train()  # 12 host calls per epoch: the stop comes mid-epoch 0
     assert metrics["epoch"] == 0 and metrics["optimizer_updates"] == 5 and metrics["best_epoch"] == 0
     best = safetensors.torch.load_file(str(tmp_path / "best.safetensors"))
-    assert torch.equal(best["linear.weight"], trainer.model.linear.weight.detach())
+    assert torch.equal(best["linear.weight"], trainer.model.linear.weight.detach().cpu())
     assert trainer.run_status.stopped == "max_steps"
     before = files(tmp_path)
     again = build(tmp_path, config, with_validation=False, seed=3)
