@@ -76,7 +76,8 @@ class OnnxSession:
                     f"sequence lengths, or use the exported --batch-size."
                 )
 
-    def _feed(self, batch: Mapping[str, torch.Tensor]) -> Dict[str, Any]:
+    def feeds(self, batch: Mapping[str, torch.Tensor]) -> Dict[str, Any]:
+        """The graph's inputs for `batch`, by name, as numpy arrays (absent optional ones filled)."""
         rows = next(iter(batch.values())).shape[0]
         feed = {}
         for name in self._graph_inputs:
@@ -91,7 +92,7 @@ class OnnxSession:
 
     def run(self, batch: Mapping[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
         """The graph's outputs for `batch`, by name, as CPU tensors."""
-        results = self.session.run(self.output_names, self._feed(batch))
+        results = self.session.run(self.output_names, self.feeds(batch))
         return {name: torch.from_numpy(value) for name, value in zip(self.output_names, results)}
 
 
