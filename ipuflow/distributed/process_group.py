@@ -146,12 +146,13 @@ def stop(completed: bool = True) -> None:
         gc.collect()  # the model's DDP wrapper sits in reference cycles: freeing it frees the group and joins gloo's threads
 
 
-def refuse_more_ranks_than_gpus(local_rank: int, context: str = "") -> None:
+def refuse_more_ranks_than_gpus(local_rank: int) -> None:
     """A ConfigurationError if this rank's GPU, ``cuda:LOCAL_RANK``, does not exist."""
     count = torch.cuda.device_count()
     if local_rank >= count:
         raise ConfigurationError(
-            f"{context}torchrun started local rank {local_rank}, but this machine has {count} CUDA "
+            f"trainer.executor.device: on CUDA each rank takes cuda:LOCAL_RANK; torchrun started local rank {local_rank}, "
+            f"but this machine has {count} CUDA "
             f"device{'s' if count != 1 else ''}: start at most one process per GPU (--nproc_per_node), "
             "or train on the CPU with trainer.executor.device: 'cpu'."
         )
@@ -176,7 +177,7 @@ def rank_device(device: str, context: DistributedContext) -> torch.device:
     if device == "cuda" or (device == "auto" and torch.cuda.is_available()):
         if not torch.cuda.is_available():
             raise ConfigurationError("trainer.executor.device: 'cuda' was asked for, but torch sees no CUDA device.")
-        refuse_more_ranks_than_gpus(context.local_rank, f"trainer.executor.device: {device!r} puts each rank on cuda:LOCAL_RANK; ")
+        refuse_more_ranks_than_gpus(context.local_rank)
         return torch.device("cuda", context.local_rank)
     if device not in ("auto", "cpu", "cuda"):
         raise ConfigurationError(f"trainer.executor.device: expected 'auto', 'cpu' or 'cuda', found {device!r}.")
