@@ -241,3 +241,42 @@ def test_two_token_id_fields_each_get_their_own_tokens_and_mask():
                 ids = [vocab.get_token_index(token) for token in text.split()][:width]
                 assert batch[name][row, : len(ids)].tolist() == ids
                 assert batch[f"{name}_mask"][row].tolist() == [True] * len(ids) + [False] * (width - len(ids))
+
+
+class _CountingCollator:
+    """Wraps a loader's collator: counts the batches it has collated, and fails on one batch."""
+
+    def __init__(self, collator, failing_first_label=None):
+        self.collator, self.failing_first_label, self.calls = collator, failing_first_label, 0
+
+    def __call__(self, indices, rows, lengths=None):
+        if self.failing_first_label is not None and int(indices[0]) == self.failing_first_label:
+            raise ValueError(f"cannot collate the batch starting at instance {self.failing_first_label}")
+        self.calls += 1
+        return self.collator(indices, rows, lengths)
+
+    def __getattr__(self, name):
+        return getattr(self.collator, name)
+
+
+def test_small_batches_are_collated_in_runs_ahead_of_the_step():
+    # Between two training steps the collator's code and data are out of the caches; collating a run
+    # of small batches back to back pays that once. What the consumer sees does not change.
+    loader = FixedShapeDataLoader([{"tokens": [index + 1] * 5, "label": index} for index in range(40)], batch_size=2)
+    expected = [batch["label"].tolist() for batch in loader]
+    counting = _CountingCollator(loader._collator)
+    loader._collator = counting
+    batches = iter(loader)
+    assert next(batches)["label"].tolist() == [0, 1]
+    assert counting.calls == 8  # the first batch and the seven after it
+    assert [[0, 1]] + [batch["label"].tolist() for batch in batches] == expected
+    assert counting.calls == 20
+
+
+def test_a_batch_that_cannot_be_collated_fails_at_its_turn_after_the_batches_before_it():
+    loader = FixedShapeDataLoader([{"label": index} for index in range(16)], batch_size=2)
+    loader._collator = _CountingCollator(loader._collator, failing_first_label=6)
+    batches = iter(loader)
+    assert [next(batches)["label"].tolist() for _ in range(3)] == [[0, 1], [2, 3], [4, 5]]
+    with pytest.raises(ValueError, match="starting at instance 6"):
+        next(batches)
