@@ -36,14 +36,16 @@ def _collated_in_runs(collator: Collator, batches: List[numpy.ndarray], rows: in
     batch that fails to collate ends the run; it is collated again, and fails, at its turn, so the
     batches before it are still trained on first.
     """
+    def collate(index: int) -> Batch:
+        return collator(batches[index], rows if padded else len(batches[index]), lengths[index])
+
     position, count = 0, len(batches)
     while position < count:
-        run = collections.deque([collator(batches[position], rows if padded else len(batches[position]), lengths[position])])
+        run = collections.deque([collate(position)])
         held = _bytes(run[0])
         while len(run) < RUN_BATCHES and held < RUN_BYTES and position + len(run) < count:
-            index = position + len(run)
             try:
-                batch = collator(batches[index], rows if padded else len(batches[index]), lengths[index])
+                batch = collate(position + len(run))
             except Exception:  # raised again at its turn
                 break
             run.append(batch)
