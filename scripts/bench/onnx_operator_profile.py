@@ -3,7 +3,7 @@
 Both run the same fixed-shape batch of the archive's test data (its loader's micro-batch and
 max_length) with the same number of threads. PyTorch is read with torch.profiler (self CPU time per
 aten operator), ONNX Runtime with its own session profiler (kernel time per node, by operator
-type). Each is reported in ms per batch, with the matrix products (aten::addmm/mm/bmm/linear and
+type). Each is reported in ms per batch, with the matrix products (aten::addmm/mm/bmm, fused
 attention against MatMul/Gemm/FusedMatMul/Attention...) summed apart: when both runtimes spend most
 of a batch in float matrix products at the same rate, no graph fusion can make one much faster.
 
