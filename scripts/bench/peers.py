@@ -48,7 +48,7 @@ Usage:
   python scripts/bench/peers.py --lockstep --rounds 9 --steps 60 --warmup-steps 10 --threads 1
   python scripts/bench/peers.py --arch roberta --hidden 256 --layers 4 --heads 4
   python scripts/bench/peers.py --worker raw             # one worker, prints one JSON line
-Lightning, accelerate (for transformers.Trainer) come from /work/shared/bench/requirements-peers.txt
+Lightning, accelerate (for transformers.Trainer) come from scripts/bench/requirements-peers.txt
 (a separate virtualenv); a tool whose package is missing is reported and skipped.
 """
 import time
