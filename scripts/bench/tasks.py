@@ -179,7 +179,7 @@ def report(results, tools):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("task", choices=sorted(TASKS))
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=3, help="0 prepares the data and stops")
     parser.add_argument("--tools", default="hf,ipuflow")
     parser.add_argument("--sizes", default="800,200,300", help="ner: train, validation, test sentences")
     parser.add_argument("--python", default=sys.executable, help="the interpreter for ipuflow (and the Trainer)")
@@ -198,7 +198,8 @@ def main():
         order = tools[round_index % len(tools):] + tools[:round_index % len(tools)]
         for tool in order:
             results[tool].append(one_run(tool, args.task, task, data, work, round_index, args))
-    report(results, tools)
+    if args.rounds:
+        report(results, tools)
 
 
 if __name__ == "__main__":
