@@ -15,18 +15,18 @@ from ipuflow.training.callbacks import (
     TrainerCallback,
     TrainerControl,
 )
-from ipuflow.training.checkpointer import Checkpointer, TrainerCheckpoint
+from ipuflow.training.checkpoints.checkpointer import Checkpointer, TrainerCheckpoint
 from ipuflow.training.events import TrainerEvent
-from ipuflow.training.gradient_descent_trainer import GradientDescentTrainer
-from ipuflow.training.interruption import NonFiniteLossError, TrainingInterrupted
-from ipuflow.training.lamb import Lamb
-from ipuflow.training.lr_schedulers import LearningRateScheduler
-from ipuflow.training.metric_tracker import MetricTracker
-from ipuflow.training.momentum_schedulers import InvertedTriangular, MomentumScheduler
-from ipuflow.training.moving_average import ExponentialMovingAverage, MovingAverage
-from ipuflow.training.optimizers import Optimizer, make_parameter_groups
-from ipuflow.training.trainer import Trainer
-from ipuflow.training.trainer_state import TrainerState
+from ipuflow.training.loop.gradient_descent_trainer import GradientDescentTrainer
+from ipuflow.training.state.interruption import NonFiniteLossError, TrainingInterrupted
+from ipuflow.training.optim.lamb import Lamb
+from ipuflow.training.optim.lr_schedulers import LearningRateScheduler
+from ipuflow.training.state.metric_tracker import MetricTracker
+from ipuflow.training.optim.momentum_schedulers import InvertedTriangular, MomentumScheduler
+from ipuflow.training.optim.moving_average import ExponentialMovingAverage, MovingAverage
+from ipuflow.training.optim.optimizers import Optimizer, make_parameter_groups
+from ipuflow.training.loop.trainer import Trainer
+from ipuflow.training.state.trainer_state import TrainerState
 
 __all__ = [
     "BatchCallback",

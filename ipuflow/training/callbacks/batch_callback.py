@@ -10,7 +10,7 @@ from ipuflow.training.callbacks.callback import TrainerCallback
 from ipuflow.training.events.event import VALIDATION, TrainerEvent
 
 if TYPE_CHECKING:
-    from ipuflow.training.gradient_descent_trainer import GradientDescentTrainer
+    from ipuflow.training.loop.gradient_descent_trainer import GradientDescentTrainer
 
 
 class BatchCallback(Registrable):

@@ -9,10 +9,10 @@ from ipuflow.config import Registrable
 from ipuflow.training.callbacks.allennlp_hooks import ALLENNLP_HOOKS
 from ipuflow.training.events.control import TrainerControl
 from ipuflow.training.events.event import TrainerEvent
-from ipuflow.training.trainer_state import is_primary
+from ipuflow.training.state.trainer_state import is_primary
 
 if TYPE_CHECKING:
-    from ipuflow.training.gradient_descent_trainer import GradientDescentTrainer
+    from ipuflow.training.loop.gradient_descent_trainer import GradientDescentTrainer
 
 __all__ = ["TrainerCallback", "TrainerControl", "TrainerEvent"]
 

@@ -14,7 +14,7 @@ from ipuflow.training.callbacks.batch_callback import BatchCallback
 if TYPE_CHECKING:
     from torch.utils.tensorboard import SummaryWriter
 
-    from ipuflow.training.gradient_descent_trainer import GradientDescentTrainer
+    from ipuflow.training.loop.gradient_descent_trainer import GradientDescentTrainer
 
 
 def cpu_memory_mb() -> Dict[str, float]:

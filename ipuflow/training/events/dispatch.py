@@ -8,7 +8,7 @@ from ipuflow.training.events.event import EVENTS, TrainerEvent
 
 if TYPE_CHECKING:
     from ipuflow.training.callbacks.callback import TrainerCallback
-    from ipuflow.training.gradient_descent_trainer import GradientDescentTrainer
+    from ipuflow.training.loop.gradient_descent_trainer import GradientDescentTrainer
 
 
 class EventDispatch:

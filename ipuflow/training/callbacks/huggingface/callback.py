@@ -19,7 +19,7 @@ from ipuflow.training.events import TrainerEvent
 from ipuflow.torch_features import TRANSFORMERS_FOR_CALLBACKS, require_transformers
 
 if TYPE_CHECKING:
-    from ipuflow.training.gradient_descent_trainer import GradientDescentTrainer
+    from ipuflow.training.loop.gradient_descent_trainer import GradientDescentTrainer
 
 logger = logging.getLogger(__name__)
 

@@ -10,17 +10,17 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 from ipuflow.config import ConfigurationError
 from ipuflow.execution.executor import StepExecutor
 from ipuflow.models.model import Model
-from ipuflow.training.checkpoint_state import StatefulPart, collect_training_state, restore_training_state
-from ipuflow.training.checkpointer import Checkpointer, TrainerCheckpoint
-from ipuflow.training.metric_tracker import MetricTracker
-from ipuflow.training.rng_state import HostRngState
-from ipuflow.training.run_status import RunStatus
-from ipuflow.training.running_loss import RunningLoss
-from ipuflow.training.trainer_state import TRAINER_STATE_NAME, TrainerState, is_primary
+from ipuflow.training.checkpoints.training_state import StatefulPart, collect_training_state, restore_training_state
+from ipuflow.training.checkpoints.checkpointer import Checkpointer, TrainerCheckpoint
+from ipuflow.training.state.metric_tracker import MetricTracker
+from ipuflow.training.state.rng_state import HostRngState
+from ipuflow.training.state.run_status import RunStatus
+from ipuflow.training.state.running_loss import RunningLoss
+from ipuflow.training.state.trainer_state import TRAINER_STATE_NAME, TrainerState, is_primary
 
 if TYPE_CHECKING:
     from ipuflow.training.callbacks.callback import TrainerCallback
-    from ipuflow.training.trainer import Trainer
+    from ipuflow.training.loop.trainer import Trainer
 
 
 def position_of(state: TrainerState) -> Tuple[int, int]:

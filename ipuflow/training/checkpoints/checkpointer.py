@@ -30,7 +30,7 @@ from ipuflow.distributed.rank_output import on_primary
 from ipuflow.storage import file_sha256, verify_sha256, write_atomically, write_json_atomically
 
 if TYPE_CHECKING:
-    from ipuflow.training.trainer import Trainer
+    from ipuflow.training.loop.trainer import Trainer
 
 logger = logging.getLogger(__name__)
 

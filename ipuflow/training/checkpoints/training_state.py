@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, List, NamedTuple
 
 from ipuflow.config import ConfigurationError
-from ipuflow.training.trainer_state import TrainerState
+from ipuflow.training.state.trainer_state import TrainerState
 
 TRAINING_STATE_VERSION = 2
 """2: the `TrainerState` under ``trainer_state`` and one key per stateful part. 1 (ipuflow before
