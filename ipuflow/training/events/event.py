@@ -11,7 +11,7 @@ from ipuflow.training.state.trainer_state import TrainerState, is_primary
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from ipuflow.training.loop.gradient_descent_trainer import GradientDescentTrainer
+    from ipuflow.training.events.view import TrainerView
 
 EVENTS = (
     "on_init_end",
@@ -46,7 +46,7 @@ class TrainerEvent:
     """
 
     name: str
-    trainer: "GradientDescentTrainer"
+    trainer: "TrainerView"
     state: TrainerState
     control: TrainerControl
     epoch: Optional[int] = None
