@@ -1,7 +1,8 @@
 """GradientDescentTrainer's loop, top to bottom: epochs of host calls through a step executor,
 validation points, metrics files, checkpoints and exact resume (AllenNLP 2.10's loop, design.md §4).
-Its parts live beside it: `trainer_construction`, `trainer_state`, `events/`, `trainer_checkpoints`,
-`best_weights`, `validation`, `training_metrics`, `schedule_stepper`."""
+Its parts live in the rooms of `training/` (docs/design.md): construction, validation, training metrics
+and schedule stepping beside it in `loop/`, its state in `state/`, checkpoints and best weights in
+`checkpoints/`, the events in `events/`."""
 
 from __future__ import annotations
 
