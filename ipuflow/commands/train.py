@@ -93,8 +93,8 @@ def train(config_file: Optional[str], serialization_dir: str, recover: bool, for
     from ipuflow.distributed import environment_rank
     from ipuflow.experiment.run import train_model_from_file
     from ipuflow.storage import RunDirectoryLocked
-    from ipuflow.training.checkpointer import CheckpointsUnreadable
-    from ipuflow.training.interruption import TrainingInterrupted
+    from ipuflow.training.checkpoints.checkpointer import CheckpointsUnreadable
+    from ipuflow.training.state.interruption import TrainingInterrupted
 
     if compile_only:
         refuse_with_compile_only(dry_run=dry_run, recover=recover, force=force)

@@ -250,7 +250,7 @@ def _is_raised(key: str, old: Any, new: Any) -> bool:
     if old is _DEFAULT:
         import inspect
 
-        from ipuflow.training.gradient_descent_trainer import GradientDescentTrainer
+        from ipuflow.training.loop.gradient_descent_trainer import GradientDescentTrainer
 
         old = inspect.signature(GradientDescentTrainer.from_partial_objects).parameters["num_epochs"].default
     return isinstance(new, int) and isinstance(old, int) and new > old

@@ -25,7 +25,7 @@ from ipuflow.execution.executor import StepExecutor
 from ipuflow.experiment.report_to import with_tracker_callbacks
 from ipuflow.experiment.serialization_dir import VOCABULARY_DIR
 from ipuflow.models.model import Model
-from ipuflow.training.trainer import Trainer
+from ipuflow.training.loop.trainer import Trainer
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ def seed_everything(random_seed: Optional[int], numpy_seed: Optional[int], pytor
 def check_executor_runs_optimizer(trainer_config: Dict[str, Any]) -> None:
     """Refuse, from the trainer config alone (before any data is read), an optimizer the configured
     executor cannot run (the poptorch executor converts only optimizers with a poptorch.optim twin)."""
-    from ipuflow.training.optimizers import Optimizer
+    from ipuflow.training.optim.optimizers import Optimizer
 
     executor_config = trainer_config.get("executor") or {}
     optimizer_config = trainer_config.get("optimizer") or {}

@@ -381,7 +381,7 @@ def export_archive(archive_path: str, output: Union[str, Path], dynamic: bool = 
     int8 file at `quantized_tolerance` (default `QUANTIZED_TOLERANCE`), a fraction of each output's
     largest magnitude."""
     from ipuflow.exporting.weight_quantization import QUANTIZE_CHOICES, QUANTIZED_TOLERANCE
-    from ipuflow.experiment.archival import load_archive
+    from ipuflow.experiment.archive.archival import load_archive
 
     if quantize not in QUANTIZE_CHOICES:
         raise ConfigurationError(key="quantize", expected=f"one of {list(QUANTIZE_CHOICES)}", found=quantize)

@@ -17,7 +17,7 @@ def export_pretrained(archive: Union[str, Path], output: Union[str, Path], weigh
 
     The directory appears complete or not at all; an existing non-empty one is kept unless `overwrite`.
     """
-    from ipuflow.experiment.archival import load_archive
+    from ipuflow.experiment.archive.archival import load_archive
 
     target = Path(output)
     if target.exists() and (not target.is_dir() or any(target.iterdir())) and not overwrite:

@@ -449,8 +449,8 @@ def run_ipuflow(args, rec, clock):
     from ipuflow.models import Model
     from ipuflow.training import Trainer
     from ipuflow.training.callbacks import TrainerCallback
-    from ipuflow.training.lr_schedulers import LearningRateScheduler
-    from ipuflow.training.lr_schedulers.update_schedules import UpdateFactorScheduler
+    from ipuflow.training.optim.lr_schedulers import LearningRateScheduler
+    from ipuflow.training.optim.lr_schedulers.update_schedules import UpdateFactorScheduler
     import ipuflow.execution.native  # noqa: F401
     rec["import_s"] = time.perf_counter() - T_PROC0
     t = time.perf_counter()

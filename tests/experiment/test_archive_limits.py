@@ -15,8 +15,8 @@ import tarfile
 import pytest
 
 from ipuflow.commands.cli import run
-from ipuflow.experiment import archive_extraction
-from ipuflow.experiment.archive_extraction import MAX_MEMBERS
+from ipuflow.experiment.archive import extraction as archive_extraction
+from ipuflow.experiment.archive.extraction import MAX_MEMBERS
 
 
 def members_of(trained_run):

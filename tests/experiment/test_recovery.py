@@ -13,7 +13,7 @@ import pytest
 import safetensors.torch
 import torch
 
-from ipuflow.experiment.archival import load_archive
+from ipuflow.experiment.archive.archival import load_archive
 from ipuflow.commands.cli import run
 from ipuflow.config import ConfigurationError
 
@@ -211,8 +211,8 @@ def test_non_utf8_data_names_the_file_and_the_line(tmp_path, reader, name, conte
 
 _SIGNAL_AT = {
     "start-up": ("ipuflow.experiment.train_model", "seed_everything"),
-    "test evaluation": ("ipuflow.training.gradient_descent_trainer", "score"),  # as the trainer scores the test set
-    "archiving": ("ipuflow.experiment.archival", "archive_model"),
+    "test evaluation": ("ipuflow.training.loop.gradient_descent_trainer", "score"),  # as the trainer scores the test set
+    "archiving": ("ipuflow.experiment.archive.archival", "archive_model"),
 }
 
 
@@ -280,7 +280,7 @@ _KILL_AT = {
     """,
     # Between an epoch-end checkpoint and linking the best weights to it (issue 17.2).
     "before linking the best weights": """
-        inject("ipuflow.training.best_weights", "link_atomically", before=kill_now)
+        inject("ipuflow.training.checkpoints.best_weights", "link_atomically", before=kill_now)
     """,
     # In the middle of epoch 2 (12 host calls per epoch), between checkpoints.
     "after host call 30": """

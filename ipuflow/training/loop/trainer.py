@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Dict, Iterator, Optional
 
 
 from ipuflow.config import Registrable
-from ipuflow.training.checkpointer import TrainerCheckpoint
-from ipuflow.training.run_status import RunStatus
+from ipuflow.training.checkpoints.checkpointer import TrainerCheckpoint
+from ipuflow.training.state.run_status import RunStatus
 
 if TYPE_CHECKING:
     from ipuflow.data.loader import DataLoader

@@ -4,16 +4,26 @@ is written in one place."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, NamedTuple
+from typing import Any, Callable, Dict, List, NamedTuple, Protocol
 
 from ipuflow.config import ConfigurationError
-from ipuflow.training.trainer_state import TrainerState
+from ipuflow.training.state.trainer_state import TrainerState
 
 TRAINING_STATE_VERSION = 2
 """2: the `TrainerState` under ``trainer_state`` and one key per stateful part. 1 (ipuflow before
 the event system) named 19 counters and parts at the top level; it is not read (see `check_version`)."""
 
 TRAINER_STATE_KEY = "trainer_state"
+
+
+class Stateful(Protocol):
+    """Something whose state a checkpoint holds (a callback, a scheduler, ...)."""
+
+    def state_dict(self) -> Any:
+        """The state to checkpoint (plain containers and tensors)."""
+
+    def load_state_dict(self, state_dict: Any) -> None:
+        """Restore what `state_dict` returned."""
 
 
 class StatefulPart(NamedTuple):

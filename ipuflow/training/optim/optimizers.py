@@ -14,7 +14,7 @@ import torch
 
 from ipuflow.config import ConfigurationError, Registrable, validators
 from ipuflow.execution.poptorch import LAMB_MAX_WEIGHT_NORM
-from ipuflow.training.lamb import Lamb
+from ipuflow.training.optim.lamb import Lamb
 
 logger = logging.getLogger(__name__)
 
@@ -357,7 +357,7 @@ class SparseAdamOptimizer(Optimizer, torch.optim.SparseAdam):
 
 @Optimizer.register("lamb")
 class LambOptimizer(Optimizer, Lamb):
-    """LAMB (see `ipuflow.training.lamb.Lamb`); maps to `poptorch.optim.LAMB` on IPUs."""
+    """LAMB (see `ipuflow.training.optim.lamb.Lamb`); maps to `poptorch.optim.LAMB` on IPUs."""
 
     def __init__(
         self,

@@ -18,7 +18,7 @@ import os
 import re
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Dict, List, Optional, Tuple, Union
+from typing import Any, ClassVar, ContextManager, Dict, List, Optional, Protocol, Tuple, Union
 
 import safetensors.torch
 import torch
@@ -28,9 +28,6 @@ from ipuflow.distributed import is_primary
 from ipuflow.distributed.checkpoint_state import adopt_own_rank_state, with_rank_states
 from ipuflow.distributed.rank_output import on_primary
 from ipuflow.storage import file_sha256, verify_sha256, write_atomically, write_json_atomically
-
-if TYPE_CHECKING:
-    from ipuflow.training.trainer import Trainer
 
 logger = logging.getLogger(__name__)
 
@@ -120,6 +117,13 @@ def load_training_state(path: Union[str, Path]) -> Dict[str, Any]:
     return torch.load(path, map_location="cpu", weights_only=True)
 
 
+class CheckpointSource(Protocol):
+    """What the checkpointer saves from: a trainer (AllenNLP's `Trainer.get_checkpoint_state`)."""
+
+    def get_checkpoint_state(self) -> ContextManager[Optional[TrainerCheckpoint]]:
+        """The model and training state to save, valid while the context is held; None: nothing to save."""
+
+
 class Checkpointer(Registrable):
     """Saves checkpoints when asked and at the configured intervals, keeping the most recent ones.
 
@@ -197,7 +201,7 @@ class Checkpointer(Registrable):
                 return True
         return False
 
-    def save_checkpoint(self, trainer: "Trainer") -> Optional[Tuple[Path, Path]]:
+    def save_checkpoint(self, trainer: "CheckpointSource") -> Optional[Tuple[Path, Path]]:
         """Write the trainer's checkpoint state now, with the checkpointer's own state under
         ``checkpointer`` (restored by `load_checkpoint`), then apply retention; the paths written.
         Under torchrun every rank calls this together and rank 0 writes, adding each rank's own state."""

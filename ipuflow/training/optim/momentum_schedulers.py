@@ -7,7 +7,7 @@ from typing import List
 import torch
 
 from ipuflow.config import Registrable
-from ipuflow.training.scheduler import Scheduler
+from ipuflow.training.optim.scheduler import Scheduler
 
 
 class MomentumScheduler(Scheduler, Registrable):

@@ -7,7 +7,7 @@ from typing import Optional
 import torch
 
 from ipuflow.config import Registrable
-from ipuflow.training.scheduler import Scheduler
+from ipuflow.training.optim.scheduler import Scheduler
 
 
 class LearningRateScheduler(Scheduler, Registrable):
@@ -25,7 +25,7 @@ def require_steps(name: str, num_epochs: Optional[int], num_steps_per_epoch: Opt
     """The run's optimizer updates (see `run_updates`), or a `ConfigurationError` when a step-based
     schedule lacks its injected lengths."""
     from ipuflow.config import ConfigurationError
-    from ipuflow.training.lr_schedulers.warmup import run_updates
+    from ipuflow.training.optim.lr_schedulers.warmup import run_updates
 
     updates = run_updates(num_epochs, num_steps_per_epoch, max_steps)
     if updates is None:

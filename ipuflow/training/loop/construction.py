@@ -19,16 +19,16 @@ from ipuflow.training.callbacks.console_metrics import ConsoleMetricsCallback
 from ipuflow.training.callbacks.epoch_callback import EpochCallback, EpochCallbackAdapter
 from ipuflow.training.callbacks.progress import ProgressCallback
 from ipuflow.training.callbacks.tensorboard import TensorBoardCallback
-from ipuflow.training.checkpointer import Checkpointer
-from ipuflow.training.lr_schedulers.learning_rate_scheduler import LearningRateScheduler
-from ipuflow.training.momentum_schedulers import MomentumScheduler
-from ipuflow.training.moving_average import MovingAverage
-from ipuflow.training.optimizers import Optimizer
-from ipuflow.training.regularization import add_regularization_penalty
-from ipuflow.training.scheduler import Scheduler
+from ipuflow.training.checkpoints.checkpointer import Checkpointer
+from ipuflow.training.optim.lr_schedulers.learning_rate_scheduler import LearningRateScheduler
+from ipuflow.training.optim.momentum_schedulers import MomentumScheduler
+from ipuflow.training.optim.moving_average import MovingAverage
+from ipuflow.training.optim.optimizers import Optimizer
+from ipuflow.training.optim.regularization import add_regularization_penalty
+from ipuflow.training.optim.scheduler import Scheduler
 
 if TYPE_CHECKING:
-    from ipuflow.training.gradient_descent_trainer import GradientDescentTrainer
+    from ipuflow.training.loop.gradient_descent_trainer import GradientDescentTrainer
 
 logger = logging.getLogger(__name__)
 

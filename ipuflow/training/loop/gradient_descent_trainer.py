@@ -1,7 +1,8 @@
 """GradientDescentTrainer's loop, top to bottom: epochs of host calls through a step executor,
 validation points, metrics files, checkpoints and exact resume (AllenNLP 2.10's loop, design.md §4).
-Its parts live beside it: `trainer_construction`, `trainer_state`, `events/`, `trainer_checkpoints`,
-`best_weights`, `validation`, `training_metrics`, `schedule_stepper`."""
+Its parts live in the rooms of `training/` (docs/design.md): construction, validation, training metrics
+and schedule stepping beside it in `loop/`, its state in `state/`, checkpoints and best weights in
+`checkpoints/`, the events in `events/`."""
 
 from __future__ import annotations
 
@@ -21,31 +22,31 @@ from ipuflow.evaluation.example_scoring import ExampleScoring
 from ipuflow.execution.executor import StepExecutor
 from ipuflow.models.model import Model
 from ipuflow.storage import write_json_atomically
-from ipuflow.training.best_weights import BestWeights
+from ipuflow.training.checkpoints.best_weights import BestWeights
 from ipuflow.training.callbacks.batch_callback import BatchCallback
 from ipuflow.training.callbacks.callback import TrainerCallback
 from ipuflow.training.callbacks.epoch_callback import EpochCallback
-from ipuflow.training.checkpointer import Checkpointer, TrainerCheckpoint
-from ipuflow.training.epoch_metrics import best_metrics, epoch_metrics
+from ipuflow.training.checkpoints.checkpointer import Checkpointer, TrainerCheckpoint
+from ipuflow.training.state.epoch_metrics import best_metrics, epoch_metrics
 from ipuflow.training.events import TEST, CallbackList, EventDispatch, TrainerControl
-from ipuflow.training.interruption import (
+from ipuflow.training.state.interruption import (
     InterruptListener, non_finite_loss_error, signal_as_training_ended, training_interrupted,
 )
-from ipuflow.training.lr_schedulers.learning_rate_scheduler import LearningRateScheduler
-from ipuflow.training.metric_tracker import MetricTracker
-from ipuflow.training.momentum_schedulers import MomentumScheduler
-from ipuflow.training.moving_average import MovingAverage
-from ipuflow.training.run_status import STOPPED_AT_NUM_EPOCHS, STOPPED_EARLY, RunStatus, stop_reason
-from ipuflow.training.running_loss import is_finite
-from ipuflow.training.schedule_stepper import ScheduleStepper
-from ipuflow.training.trainer import Trainer
-from ipuflow.training.trainer_checkpoints import TrainingCheckpoints, position_of, stateful_parts, write_trainer_state
-from ipuflow.training.trainer_construction import (
+from ipuflow.training.optim.lr_schedulers.learning_rate_scheduler import LearningRateScheduler
+from ipuflow.training.state.metric_tracker import MetricTracker
+from ipuflow.training.optim.momentum_schedulers import MomentumScheduler
+from ipuflow.training.optim.moving_average import MovingAverage
+from ipuflow.training.state.run_status import STOPPED_AT_NUM_EPOCHS, STOPPED_EARLY, RunStatus, stop_reason
+from ipuflow.training.state.running_loss import is_finite
+from ipuflow.training.loop.schedule_stepper import ScheduleStepper
+from ipuflow.training.loop.trainer import Trainer
+from ipuflow.training.checkpoints.trainer_checkpoints import TrainingCheckpoints, position_of, stateful_parts, write_trainer_state
+from ipuflow.training.loop.construction import (
     ALLENNLP_TRAINER_KEYS, all_callbacks, check_trainer_arguments, from_partial_objects, loader_length,
 )
-from ipuflow.training.trainer_state import TrainerState, is_primary
-from ipuflow.training.training_metrics import TrainingMetrics
-from ipuflow.training.validation import Validation, score
+from ipuflow.training.state.trainer_state import TrainerState, is_primary
+from ipuflow.training.loop.training_metrics import TrainingMetrics
+from ipuflow.training.loop.validation import Validation, score
 
 logger = logging.getLogger(__name__)
 

@@ -11,9 +11,9 @@ from ipuflow.distributed.collectives import barrier
 from ipuflow.execution.executor import StepExecutor
 from ipuflow.models.model import Model
 from ipuflow.storage import file_sha256, link_atomically
-from ipuflow.training.checkpointer import BEST_WEIGHTS_NAME, load_weights, save_weights
-from ipuflow.training.moving_average import MovingAverage
-from ipuflow.training.trainer_state import TrainerState, is_primary
+from ipuflow.training.checkpoints.checkpointer import BEST_WEIGHTS_NAME, load_weights, save_weights
+from ipuflow.training.optim.moving_average import MovingAverage
+from ipuflow.training.state.trainer_state import TrainerState, is_primary
 
 logger = logging.getLogger(__name__)
 

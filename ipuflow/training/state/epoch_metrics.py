@@ -6,8 +6,8 @@ from __future__ import annotations
 import datetime
 from typing import Any, Dict, Optional
 
-from ipuflow.training.metric_tracker import MetricTracker
-from ipuflow.training.trainer_state import TrainerState
+from ipuflow.training.state.metric_tracker import MetricTracker
+from ipuflow.training.state.trainer_state import TrainerState
 
 
 def best_metrics(state: TrainerState, tracker: MetricTracker) -> Dict[str, Any]:

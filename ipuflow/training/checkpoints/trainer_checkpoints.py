@@ -5,22 +5,20 @@ beside it, and restoring the latest."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ipuflow.config import ConfigurationError
 from ipuflow.execution.executor import StepExecutor
 from ipuflow.models.model import Model
-from ipuflow.training.checkpoint_state import StatefulPart, collect_training_state, restore_training_state
-from ipuflow.training.checkpointer import Checkpointer, TrainerCheckpoint
-from ipuflow.training.metric_tracker import MetricTracker
-from ipuflow.training.rng_state import HostRngState
-from ipuflow.training.run_status import RunStatus
-from ipuflow.training.running_loss import RunningLoss
-from ipuflow.training.trainer_state import TRAINER_STATE_NAME, TrainerState, is_primary
-
-if TYPE_CHECKING:
-    from ipuflow.training.callbacks.callback import TrainerCallback
-    from ipuflow.training.trainer import Trainer
+from ipuflow.training.checkpoints.checkpointer import Checkpointer, CheckpointSource, TrainerCheckpoint
+from ipuflow.training.checkpoints.training_state import (
+    Stateful, StatefulPart, collect_training_state, restore_training_state,
+)
+from ipuflow.training.state.metric_tracker import MetricTracker
+from ipuflow.training.state.rng_state import HostRngState
+from ipuflow.training.state.run_status import RunStatus
+from ipuflow.training.state.running_loss import RunningLoss
+from ipuflow.training.state.trainer_state import TRAINER_STATE_NAME, TrainerState, is_primary
 
 
 def position_of(state: TrainerState) -> Tuple[int, int]:
@@ -29,7 +27,7 @@ def position_of(state: TrainerState) -> Tuple[int, int]:
 
 
 def stateful_parts(executor: StepExecutor, metric_tracker: MetricTracker, running_loss: RunningLoss,
-                   callbacks: List["TrainerCallback"], model: Model, optional: Dict[str, Any]) -> List[StatefulPart]:
+                   callbacks: Sequence[Stateful], model: Model, optional: Dict[str, Any]) -> List[StatefulPart]:
     """Every piece of a trainer's state besides the `TrainerState`, in restore order: `callbacks`
     (the dispatch's list, so that callbacks added later count) by position, and the `optional`
     parts that are not None (schedulers, moving average, a loader with a `state_dict`)."""
@@ -76,7 +74,7 @@ class TrainingCheckpoints:
         """Whether a checkpoint was saved at the state's position."""
         return self.last_saved_position == position_of(state)
 
-    def save(self, trainer: "Trainer", state: TrainerState) -> Optional[Tuple[Path, Path]]:
+    def save(self, trainer: CheckpointSource, state: TrainerState) -> Optional[Tuple[Path, Path]]:
         """Save `trainer`'s checkpoint now, then `trainer_state.json`; the paths written."""
         paths = self.checkpointer.save_checkpoint(trainer)
         self.last_saved_position = position_of(state)

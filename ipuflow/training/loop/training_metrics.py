@@ -9,9 +9,9 @@ from typing import Any, Callable, Dict, Mapping, Optional
 import torch
 
 from ipuflow.models.model import Model
-from ipuflow.training.regularization import REG_LOSS, add_regularization_penalty
-from ipuflow.training.running_loss import RunningLoss
-from ipuflow.training.trainer_state import TrainerState
+from ipuflow.training.optim.regularization import REG_LOSS, add_regularization_penalty
+from ipuflow.training.state.running_loss import RunningLoss
+from ipuflow.training.state.trainer_state import TrainerState
 
 
 class TrainingMetrics:

@@ -7,7 +7,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import torch
 
 from ipuflow.config import ConfigurationError, Lazy, validators
-from ipuflow.training.lr_schedulers.learning_rate_scheduler import LearningRateScheduler
+from ipuflow.training.optim.lr_schedulers.learning_rate_scheduler import LearningRateScheduler
 
 
 @LearningRateScheduler.register("combined")

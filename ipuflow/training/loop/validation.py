@@ -11,11 +11,11 @@ from typing import Any, Dict, Optional
 from ipuflow.evaluation.example_scoring import ExampleScoring, evaluate_examples
 from ipuflow.execution.executor import StepExecutor
 from ipuflow.models.model import Model
-from ipuflow.training.best_weights import BestWeights
+from ipuflow.training.checkpoints.best_weights import BestWeights
 from ipuflow.training.events import VALIDATION, EventDispatch
-from ipuflow.training.metric_tracker import MetricTracker
-from ipuflow.training.moving_average import MovingAverage
-from ipuflow.training.trainer_state import TrainerState
+from ipuflow.training.state.metric_tracker import MetricTracker
+from ipuflow.training.optim.moving_average import MovingAverage
+from ipuflow.training.state.trainer_state import TrainerState
 
 
 def check_validation_metric(tracker: MetricTracker, model: Model, examples: Optional[ExampleScoring] = None) -> None:

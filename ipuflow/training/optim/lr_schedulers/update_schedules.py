@@ -12,8 +12,8 @@ from typing import List, Optional, Tuple
 import torch
 
 from ipuflow.config import ConfigurationError
-from ipuflow.training.lr_schedulers.learning_rate_scheduler import LearningRateScheduler, require_steps
-from ipuflow.training.lr_schedulers.warmup import run_updates, warmup_updates
+from ipuflow.training.optim.lr_schedulers.learning_rate_scheduler import LearningRateScheduler, require_steps
+from ipuflow.training.optim.lr_schedulers.warmup import run_updates, warmup_updates
 
 
 class UpdateFactorScheduler(LearningRateScheduler):

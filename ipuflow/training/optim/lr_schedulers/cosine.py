@@ -9,7 +9,7 @@ from typing import List
 import torch
 
 from ipuflow.config import validators
-from ipuflow.training.lr_schedulers.learning_rate_scheduler import LearningRateScheduler
+from ipuflow.training.optim.lr_schedulers.learning_rate_scheduler import LearningRateScheduler
 
 logger = logging.getLogger(__name__)
 

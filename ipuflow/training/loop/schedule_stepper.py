@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Optional
 import torch
 
 from ipuflow.execution.executor import StepExecutor
-from ipuflow.training.scheduler import Scheduler
+from ipuflow.training.optim.scheduler import Scheduler
 
 logger = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from typing import Any, Dict, List, Optional, Union
 import torch
 
 from ipuflow.config import ConfigurationError
-from ipuflow.training.lr_schedulers.learning_rate_scheduler import LearningRateScheduler
+from ipuflow.training.optim.lr_schedulers.learning_rate_scheduler import LearningRateScheduler
 
 
 class _TorchEpochScheduler(LearningRateScheduler):

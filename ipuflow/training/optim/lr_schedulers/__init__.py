@@ -1,13 +1,13 @@
 """Learning-rate schedulers; importing the package registers every built-in."""
 
-from ipuflow.training.lr_schedulers.learning_rate_scheduler import LearningRateScheduler
-from ipuflow.training.lr_schedulers.torch_schedulers import (
+from ipuflow.training.optim.lr_schedulers.learning_rate_scheduler import LearningRateScheduler
+from ipuflow.training.optim.lr_schedulers.torch_schedulers import (
     ExponentialLearningRateScheduler,
     MultiStepLearningRateScheduler,
     ReduceOnPlateauLearningRateScheduler,
     StepLearningRateScheduler,
 )
-from ipuflow.training.lr_schedulers.update_schedules import (
+from ipuflow.training.optim.lr_schedulers.update_schedules import (
     ConstantLearningRateScheduler,
     ConstantWithWarmupLearningRateScheduler,
     CosineHardRestartsWithWarmupLearningRateScheduler,
@@ -17,8 +17,8 @@ from ipuflow.training.lr_schedulers.update_schedules import (
     PolynomialDecay,
     SlantedTriangular,
 )
-from ipuflow.training.lr_schedulers.cosine import CosineWithRestarts
-from ipuflow.training.lr_schedulers.combined import CombinedLearningRateScheduler
+from ipuflow.training.optim.lr_schedulers.cosine import CosineWithRestarts
+from ipuflow.training.optim.lr_schedulers.combined import CombinedLearningRateScheduler
 
 __all__ = [
     "LearningRateScheduler",

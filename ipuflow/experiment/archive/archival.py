@@ -22,13 +22,13 @@ from ipuflow.config import ConfigurationError, Params
 from ipuflow.config.import_policy import ArchiveImportPolicy, recorded_packages
 from ipuflow.config.params import with_overrides
 from ipuflow.data.tokenizers.regex import patterns_from_untrusted_config
-from ipuflow.experiment.archive_extraction import extract_archive, unreadable_archive
-from ipuflow.experiment.archive_settings import inference_settings
-from ipuflow.experiment.archive_sizes import check_batch_size, check_model_shapes, check_vocabulary_size, weight_shapes
+from ipuflow.experiment.archive.extraction import extract_archive, unreadable_archive
+from ipuflow.experiment.archive.settings import inference_settings
+from ipuflow.experiment.archive.sizes import check_batch_size, check_model_shapes, check_vocabulary_size, weight_shapes
 from ipuflow.storage import ChecksumMismatch, file_sha256, verify_sha256, write_atomically
-from ipuflow.experiment.archived_pretrained import add_pretrained_copies, pretrained_copies_applied
+from ipuflow.experiment.archive.pretrained import add_pretrained_copies, pretrained_copies_applied
 from ipuflow.experiment.serialization_dir import ARCHIVE_NAME, CONFIG_NAME, META_NAME, VOCABULARY_DIR
-from ipuflow.training.checkpointer import BEST_WEIGHTS_NAME
+from ipuflow.training.checkpoints.checkpointer import BEST_WEIGHTS_NAME
 
 WEIGHTS_NAME = "weights.safetensors"
 # The SHA-256 of the weights, in `sha256sum` format, checked when the archive is loaded.
