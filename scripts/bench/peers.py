@@ -318,7 +318,7 @@ def run_raw(args, rec, clock):
     model = make_model(args)
     data, order = data_and_order(args)
     loader = torch_loader(args, data, order)
-    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0)
+    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0, foreach=False, fused=False)
     sched = peers_schedule(opt, args)
     rec["setup_s"] = time.perf_counter() - t
 
@@ -500,7 +500,8 @@ def run_ipuflow(args, rec, clock):
     trainer = Trainer.from_params(
         Params({
             "num_epochs": 1,
-            "optimizer": {"type": "adamw", "lr": args.lr, "weight_decay": 0.0},
+            # torch's single-tensor AdamW, as the hand loop's (ipuflow's default would be fused).
+            "optimizer": {"type": "adamw", "lr": args.lr, "weight_decay": 0.0, "fused": False, "foreach": False},
             "learning_rate_scheduler": schedule,
             "executor": {"type": "native", "device": "cpu", "max_grad_norm": 1.0},
             "callbacks": [{"type": "bench_clock"}],

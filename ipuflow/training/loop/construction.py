@@ -156,11 +156,22 @@ def build_optimization(model: Model, optimizer: Lazy[Optimizer], moving_average:
     return built_optimizer, moving_average.construct(parameters=parameters) if moving_average is not None else None
 
 
+def choose_update_implementation(built_optimizer: Optimizer) -> None:
+    """Choose the optimizer's implementation of the update (fused, foreach, single-tensor) for where
+    the executor has placed the parameters, and log it: the optimizer was built before, on the host."""
+    try:
+        implementation = built_optimizer.choose_implementation()
+    except ConfigurationError as error:
+        raise error.locate("trainer.optimizer.") from None
+    logger.info("Optimizer update: %s", implementation.describe())
+
+
 def build_executor(executor: Lazy[StepExecutor], model: Model, built_optimizer: Optimizer, data_loader: DataLoader,
                    validation_data_loader: Optional[DataLoader], executor_options: Dict[str, Any]) -> Tuple[StepExecutor, Optional[int]]:
     """The training executor, the loaders sized for it, and the optimizer updates per epoch (None if the
     loader has no length)."""
     built_executor = executor.construct(model=model, optimizer=built_optimizer, training=True, **executor_options)
+    choose_update_implementation(built_optimizer)
     # Only the batch-size factor now (len(data_loader) sizes the schedules); compiling waits for
     # train(), so that --dry-run, a finished run's -r and a failed restore compile nothing.
     built_executor.prepare(data_loader, compile=False)

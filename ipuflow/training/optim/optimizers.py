@@ -14,6 +14,8 @@ import torch
 
 from ipuflow.config import ConfigurationError, Registrable, validators
 from ipuflow.execution.poptorch import LAMB_MAX_WEIGHT_NORM
+from ipuflow.training.optim.implementation import (Implementation, accepted_switches, apply_implementation,
+                                                   choose_implementation)
 from ipuflow.training.optim.lamb import Lamb
 
 logger = logging.getLogger(__name__)
@@ -119,15 +121,48 @@ def make_parameter_groups(
 
 
 class Optimizer(torch.optim.Optimizer, Registrable):
-    """A registrable torch optimizer; each implementation is the torch class with our constructor."""
+    """A registrable torch optimizer; each implementation is the torch class with our constructor.
+
+    `fused` and `foreach` (where torch's class has them) choose torch's implementation of the
+    update; null (the default) takes the fastest one torch has for where the parameters are (see
+    `ipuflow.training.optim.implementation`).
+    """
 
     default_implementation: ClassVar[Optional[str]] = "adam"
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, fused: Optional[bool] = None, foreach: Optional[bool] = None, **kwargs: Any) -> None:
+        """Build torch's optimizer and choose its implementation of the update.
+
+        fused: torch's fused update, one kernel over every parameter (the fastest): true, false, or
+            null to use it wherever torch has it for the parameters' device and dtype.
+        foreach: torch's foreach update, each step over all parameters at once: true, false, or null
+            to use it where fused is not available (the single-tensor loop when both are false).
+        """
         # Between each implementation's constructor and the torch class's: the hyperparameters are
         # checked here, so that a bad one names its config key instead of torch's bare ValueError.
         check_hyperparameters(kwargs)
         super().__init__(*args, **kwargs)
+        self._implementation_request = (fused, foreach)
+        self.choose_implementation()
+
+    @property
+    def implementation(self) -> Implementation:
+        """The implementation of the update this optimizer runs."""
+        return self._implementation
+
+    def choose_implementation(self) -> Implementation:
+        """Choose (again) the implementation for where the parameters are now: the executor may
+        have moved them since the optimizer was built."""
+        accepted = accepted_switches(type(self))
+        self._implementation = choose_implementation(type(self), self.param_groups, *self._implementation_request)
+        apply_implementation(self, self._implementation, accepted)
+        return self._implementation
+
+    def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
+        """torch's, except that the implementation stays this optimizer's: torch would take the one
+        the state was saved with (they share one state layout, so any may resume any other's)."""
+        super().load_state_dict(state_dict)
+        apply_implementation(self, self.implementation, accepted_switches(type(self)))
 
 
 @Optimizer.register("adam")
@@ -143,6 +178,8 @@ class AdamOptimizer(Optimizer, torch.optim.Adam):
         eps: float = 1e-08,
         weight_decay: float = 0.0,
         amsgrad: bool = False,
+        fused: Optional[bool] = None,
+        foreach: Optional[bool] = None,
     ) -> None:
         super().__init__(
             params=make_parameter_groups(model_parameters, parameter_groups),
@@ -151,6 +188,8 @@ class AdamOptimizer(Optimizer, torch.optim.Adam):
             eps=eps,
             weight_decay=weight_decay,
             amsgrad=amsgrad,
+            fused=fused,
+            foreach=foreach,
         )
 
 
@@ -177,6 +216,8 @@ class AdamWOptimizer(Optimizer, torch.optim.AdamW):
         weight_decay: float = 0.01,
         amsgrad: bool = False,
         no_decay: Optional[List[str]] = None,
+        fused: Optional[bool] = None,
+        foreach: Optional[bool] = None,
     ) -> None:
         undecayed: Sequence[str] = NO_DECAY if no_decay is None else no_decay
         if weight_decay == 0 and isinstance(undecayed, (list, tuple)):
@@ -189,6 +230,8 @@ class AdamWOptimizer(Optimizer, torch.optim.AdamW):
             eps=eps,
             weight_decay=weight_decay,
             amsgrad=amsgrad,
+            fused=fused,
+            foreach=foreach,
         )
 
 
@@ -209,12 +252,15 @@ class HuggingfaceAdamWOptimizer(AdamWOptimizer):
         eps: float = 1e-08,
         weight_decay: float = 0.0,
         correct_bias: bool = True,
+        fused: Optional[bool] = None,
+        foreach: Optional[bool] = None,
     ) -> None:
         if correct_bias is not True:
             raise ConfigurationError(
                 "false (AdamW without Adam's bias correction, BERT's original optimizer) is not supported: torch's "
                 "AdamW always corrects the bias. Remove the key.", key="correct_bias")
-        super().__init__(model_parameters, parameter_groups, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
+        super().__init__(model_parameters, parameter_groups, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
+                         fused=fused, foreach=foreach)
 
 
 @Optimizer.register("sgd")
@@ -230,6 +276,8 @@ class SgdOptimizer(Optimizer, torch.optim.SGD):
         dampening: float = 0.0,
         weight_decay: float = 0.0,
         nesterov: bool = False,
+        fused: Optional[bool] = None,
+        foreach: Optional[bool] = None,
     ) -> None:
         super().__init__(
             params=make_parameter_groups(model_parameters, parameter_groups),
@@ -238,6 +286,8 @@ class SgdOptimizer(Optimizer, torch.optim.SGD):
             dampening=dampening,
             weight_decay=weight_decay,
             nesterov=nesterov,
+            fused=fused,
+            foreach=foreach,
         )
 
 
@@ -255,6 +305,7 @@ class RmsPropOptimizer(Optimizer, torch.optim.RMSprop):
         weight_decay: float = 0.0,
         momentum: float = 0.0,
         centered: bool = False,
+        foreach: Optional[bool] = None,
     ) -> None:
         super().__init__(
             params=make_parameter_groups(model_parameters, parameter_groups),
@@ -264,6 +315,7 @@ class RmsPropOptimizer(Optimizer, torch.optim.RMSprop):
             weight_decay=weight_decay,
             momentum=momentum,
             centered=centered,
+            foreach=foreach,
         )
 
 
@@ -280,6 +332,8 @@ class AdagradOptimizer(Optimizer, torch.optim.Adagrad):
         weight_decay: float = 0.0,
         initial_accumulator_value: float = 0.0,
         eps: float = 1e-10,
+        fused: Optional[bool] = None,
+        foreach: Optional[bool] = None,
     ) -> None:
         super().__init__(
             params=make_parameter_groups(model_parameters, parameter_groups),
@@ -288,6 +342,8 @@ class AdagradOptimizer(Optimizer, torch.optim.Adagrad):
             weight_decay=weight_decay,
             initial_accumulator_value=initial_accumulator_value,
             eps=eps,
+            fused=fused,
+            foreach=foreach,
         )
 
 
@@ -303,6 +359,7 @@ class AdadeltaOptimizer(Optimizer, torch.optim.Adadelta):
         rho: float = 0.9,
         eps: float = 1e-06,
         weight_decay: float = 0.0,
+        foreach: Optional[bool] = None,
     ) -> None:
         super().__init__(
             params=make_parameter_groups(model_parameters, parameter_groups),
@@ -310,6 +367,7 @@ class AdadeltaOptimizer(Optimizer, torch.optim.Adadelta):
             rho=rho,
             eps=eps,
             weight_decay=weight_decay,
+            foreach=foreach,
         )
 
 
@@ -325,6 +383,7 @@ class AdamaxOptimizer(Optimizer, torch.optim.Adamax):
         betas: Tuple[float, float] = (0.9, 0.999),
         eps: float = 1e-08,
         weight_decay: float = 0.0,
+        foreach: Optional[bool] = None,
     ) -> None:
         super().__init__(
             params=make_parameter_groups(model_parameters, parameter_groups),
@@ -332,6 +391,7 @@ class AdamaxOptimizer(Optimizer, torch.optim.Adamax):
             betas=(betas[0], betas[1]),
             eps=eps,
             weight_decay=weight_decay,
+            foreach=foreach,
         )
 
 
