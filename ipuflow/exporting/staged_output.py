@@ -26,8 +26,11 @@ def staged_output(output: Path) -> Iterator[Path]:
     it (onnxruntime's `*-inferred.onnx`, fusion and quantization scratch files) go on the way out."""
     if output.is_dir() and not output.is_symlink():
         raise ConfigurationError(f"{output} is a directory; give -o the path of the ONNX file to write.")
-    output.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.", suffix=".export", dir=output.parent))
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.", suffix=".export", dir=output.parent))
+    except OSError as error:  # the export needs a directory of its own beside FILE: say where it failed
+        raise storage_failure(error, output.parent) from error
     try:
         yield staging / output.name
     except (OSError, RuntimeError) as error:

@@ -129,7 +129,7 @@ def test_force_refuses_a_folder_holding_an_extracted_archive_and_the_users_files
     folder = tmp_path / "downloads"
     folder.mkdir()
     with tarfile.open(trained_run / "model.tar.gz") as archive:
-        archive.extractall(folder, filter="data")
+        archive.extractall(folder, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
     assert (folder / "meta.json").is_file() and (folder / "config.json").is_file()
     (folder / "paper.pdf").write_bytes(b"%PDF mine")
     code, err = train(capsys, tiny_config_file, folder, "--force")
