@@ -77,6 +77,21 @@ def test_a_long_member_name_is_refused_and_shown_cut(trained_run, tiny_data, tmp
     assert code == 2 and "longer than 1024 characters" in err and "5,011 characters" in err and len(err) < 2000, err
 
 
+@pytest.mark.parametrize("kind", ["link", "oversized"])
+def test_a_refused_members_name_is_shown_whole(kind, trained_run, tiny_data, tmp_path, capsys):
+    """Issue 31.8: a name within the name limit was cut, so the error no longer named the file."""
+    name = "pretrained/0/" + "deep/" * 40 + "the_member_to_look_at.json"
+    if kind == "link":
+        member = tarfile.TarInfo(name)
+        member.type, member.linkname = tarfile.SYMTYPE, "/etc/passwd"
+        planted = (member, None)
+    else:
+        planted = file_member(name, b" " * (archive_extraction.MAX_JSON_BYTES + 1))
+    archive = write_gz(tmp_path / "refused.tar.gz", tar_bytes(members_of(trained_run) + [planted]))
+    code, err = refusal(capsys, archive, tiny_data)
+    assert code == 2 and repr(name) in err, err
+
+
 def test_too_many_members_are_refused(trained_run, tiny_data, tmp_path, capsys):
     empties = [file_member(f"vocabulary/e{index}", b"") for index in range(MAX_MEMBERS + 1)]
     archive = write_gz(tmp_path / "many.tar.gz", tar_bytes(members_of(trained_run) + empties))

@@ -59,8 +59,9 @@ def max_total_bytes() -> int:
     return parse_size(text, MAX_SIZE_ENV) or DEFAULT_MAX_TOTAL_BYTES
 
 
-def shown_name(name: str, limit: int = 80) -> str:
-    """A member name fit for an error message (a hostile one may be megabytes long)."""
+def shown_name(name: str, limit: int = MAX_NAME_LENGTH) -> str:
+    """A member name fit for an error message: whole up to the longest name an archive may hold, so
+    that the error names the file; cut beyond (a hostile one may be megabytes long)."""
     return repr(name) if len(name) <= limit else f"{name[:limit]!r}… ({len(name):,} characters)"
 
 
