@@ -9,7 +9,7 @@ import tarfile
 import torch
 
 from ipuflow.commands.cli import run
-from ipuflow.experiment.archival import load_archive
+from ipuflow.experiment.archive.archival import load_archive
 
 
 def test_the_archive_is_a_gzip_tar_whose_members_are_stored_uncompressed(trained_run):
