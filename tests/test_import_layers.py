@@ -257,3 +257,11 @@ def test_no_callback_names_the_trainer_class():
                  if source.startswith(("ipuflow.training.callbacks", "ipuflow.training.events", "ipuflow.tuning"))
                  for target in targets & loop]
     assert offenders == []
+
+
+def test_no_module_of_the_training_loop_is_in_an_import_circle():
+    """The trainer builds itself (its `from_partial_objects`) over the builders in loop/construction.py,
+    which do not know the trainer class (issue 33)."""
+    circles = [component for component in strongly_connected_components(module_graph())
+               if len(component) > 1 and any(name.startswith("ipuflow.training.loop") for name in component)]
+    assert circles == []

@@ -282,25 +282,13 @@ def construct_value(value: Any, annotation: Any, path: str, extras: Mapping[str,
     args = typing.get_args(annotation)
 
     if annotation is Any or annotation is object:
-        logger.info("%s = %s", path, json.dumps(value, default=str))
-        return value
+        return _passed_through(value, path)
     if origin in _UNION_TYPES:
         return _construct_union(value, args, annotation, path, extras)
     if value is None:
         raise ConfigurationError(f"null is not allowed here; expected {type_description(annotation)}.", path=path)
-    if annotation is Lazy or origin is Lazy:
-        target = args[0] if args else Any
-        if isinstance(value, str):
-            value = {"type": value}
-        if not isinstance(value, dict):
-            raise ConfigurationError(path=path, expected=type_description(annotation), found=value)
-        return Lazy(target, params=Params(copy.deepcopy(value), history=f"{path}."), constructor_extras=dict(extras))
-    if isinstance(annotation, type) and issubclass(annotation, FromParams):
-        if isinstance(value, str):
-            value = {"type": value}
-        if not isinstance(value, dict):
-            raise ConfigurationError(path=path, expected=type_description(annotation), found=value)
-        return annotation.from_params(Params(value, history=f"{path}."), **_extras_accepted_by(annotation.from_params, dict(extras)))
+    if annotation is Lazy or origin is Lazy or (isinstance(annotation, type) and issubclass(annotation, FromParams)):
+        return _construct_component(value, annotation, path, extras)
     if annotation in (bool, int, float, str) or annotation in (pathlib.Path, os.PathLike):
         return _construct_scalar(value, annotation, path)
     if origin is typing.Literal:
@@ -308,26 +296,9 @@ def construct_value(value: Any, annotation: Any, path: str, extras: Mapping[str,
             raise ConfigurationError(path=path, expected=f"one of {', '.join(json.dumps(a) for a in args)}", found=value)
         logger.info("%s = %s", path, json.dumps(value))
         return value
-    if origin in _LIST_ORIGINS or annotation in (list, tuple):
-        element = args[0] if args else Any
-        items = _expect_list(value, annotation, path)
-        return [construct_value(item, element, f"{path}.{i}", extras) for i, item in enumerate(items)]
-    if origin in _SET_ORIGINS:
-        element = args[0] if args else Any
-        items = _expect_list(value, annotation, path)
-        return {construct_value(item, element, f"{path}.{i}", extras) for i, item in enumerate(items)}
-    if origin is tuple:
-        items = _expect_list(value, annotation, path)
-        if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(construct_value(item, args[0], f"{path}.{i}", extras) for i, item in enumerate(items))
-        if len(items) != len(args):
-            raise ConfigurationError(f"expected a list of {len(args)} items, found {len(items)}.", path=path)
-        return tuple(construct_value(item, arg, f"{path}.{i}", extras) for i, (item, arg) in enumerate(zip(items, args)))
-    if origin in _DICT_ORIGINS or annotation is dict:
-        if not isinstance(value, dict):
-            raise ConfigurationError(path=path, expected=type_description(annotation), found=value)
-        value_type = args[1] if len(args) == 2 else Any
-        return {key: construct_value(item, value_type, f"{path}.{key}", extras) for key, item in value.items()}
+    if (origin in _LIST_ORIGINS or annotation in (list, tuple) or origin in _SET_ORIGINS or origin is tuple
+            or origin in _DICT_ORIGINS or annotation is dict):
+        return _construct_collection(value, annotation, path, extras)
     if isinstance(annotation, type):
         if isinstance(value, annotation):
             return value
@@ -336,8 +307,49 @@ def construct_value(value: Any, annotation: Any, path: str, extras: Mapping[str,
             path=path,
         )
     # Callables and other annotations the resolver cannot check: the value goes through as it is.
+    return _passed_through(value, path)
+
+
+def _passed_through(value: Any, path: str) -> Any:
+    """A value the annotation does not check, logged and returned as the config wrote it."""
     logger.info("%s = %s", path, json.dumps(value, default=str))
     return value
+
+
+def _construct_component(value: Any, annotation: Any, path: str, extras: Mapping[str, Any]) -> Any:
+    """A registrable component (a name or an object with "type"), built now or, for `Lazy[...]`, later."""
+    if isinstance(value, str):
+        value = {"type": value}
+    if not isinstance(value, dict):
+        raise ConfigurationError(path=path, expected=type_description(annotation), found=value)
+    if annotation is Lazy or typing.get_origin(annotation) is Lazy:
+        args = typing.get_args(annotation)
+        return Lazy(args[0] if args else Any, params=Params(copy.deepcopy(value), history=f"{path}."),
+                    constructor_extras=dict(extras))
+    return annotation.from_params(Params(value, history=f"{path}."), **_extras_accepted_by(annotation.from_params, dict(extras)))
+
+
+def _construct_collection(value: Any, annotation: Any, path: str, extras: Mapping[str, Any]) -> Any:
+    """A list, set, tuple or dict, each item built for its annotation (`path.i`, `path.key`)."""
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin in _DICT_ORIGINS or annotation is dict:
+        if not isinstance(value, dict):
+            raise ConfigurationError(path=path, expected=type_description(annotation), found=value)
+        value_type = args[1] if len(args) == 2 else Any
+        return {key: construct_value(item, value_type, f"{path}.{key}", extras) for key, item in value.items()}
+    items = _expect_list(value, annotation, path)
+    if origin in _LIST_ORIGINS or annotation in (list, tuple):
+        element = args[0] if args else Any
+        return [construct_value(item, element, f"{path}.{i}", extras) for i, item in enumerate(items)]
+    if origin in _SET_ORIGINS:
+        element = args[0] if args else Any
+        return {construct_value(item, element, f"{path}.{i}", extras) for i, item in enumerate(items)}
+    if len(args) == 2 and args[1] is Ellipsis:
+        return tuple(construct_value(item, args[0], f"{path}.{i}", extras) for i, item in enumerate(items))
+    if len(items) != len(args):
+        raise ConfigurationError(f"expected a list of {len(args)} items, found {len(items)}.", path=path)
+    return tuple(construct_value(item, arg, f"{path}.{i}", extras) for i, (item, arg) in enumerate(zip(items, args)))
 
 
 def _construct_union(value: Any, members: Tuple[Any, ...], annotation: Any, path: str, extras: Mapping[str, Any]) -> Any:

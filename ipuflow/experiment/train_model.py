@@ -7,7 +7,7 @@ import logging
 import random
 import time
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Dict, List, Optional, Union
+from typing import Any, Callable, ClassVar, Dict, List, Optional, Tuple, Union
 
 import numpy
 import torch
@@ -71,6 +71,79 @@ def check_executor_runs_optimizer(trainer_config: Dict[str, Any]) -> None:
         max_grad_norm = float(grad_norm)
     if isinstance(executor_class, type) and issubclass(executor_class, StepExecutor) and isinstance(optimizer_class, type):
         executor_class.check_optimizer(optimizer_class, max_grad_norm)
+
+
+def read_datasets(dataset_reader: DatasetReader, validation_dataset_reader: Optional[DatasetReader],
+                  paths: Dict[str, Optional[str]], with_metadata: bool) -> Dict[str, Any]:
+    """{name: columnar dataset} for every given path (`train` read by `dataset_reader`, the others by
+    `validation_dataset_reader` if given); `with_metadata` keeps the evaluation sets' metadata fields."""
+    evaluation_reader = validation_dataset_reader or dataset_reader
+    datasets: Dict[str, Any] = {}
+    for name, path in paths.items():
+        if path is None:
+            continue
+        reader = dataset_reader if name == "train" else evaluation_reader
+        started = time.perf_counter()
+        try:
+            # Columnar and memory-mapped, from the data cache when this reader has read this file before.
+            # A postprocessor reads the evaluation sets' metadata fields (example ids, offsets, answers).
+            datasets[name] = reader.read_columnar(path, metadata=with_metadata and name != "train")
+        except ConfigurationError as error:
+            # A reader names its keys relative to itself; reading happens outside the resolver.
+            error.locate("validation_dataset_reader." if reader is validation_dataset_reader else "dataset_reader.")
+            raise
+        logger.info("Read %d %s instances from %s in %.1fs", len(datasets[name]), name, path,
+                    time.perf_counter() - started)
+        if not datasets[name]:
+            raise ConfigurationError(f"{path} holds no instances.", key=f"{name}_data_path")
+    return datasets
+
+
+def build_vocabulary(vocabulary: Lazy[Vocabulary], datasets: Dict[str, Any], datasets_for_vocab_creation: Optional[List[str]],
+                     vocab_dir: Path) -> Vocabulary:
+    """The run's vocabulary: the one saved in `vocab_dir` when recovering a run, else one built from
+    `datasets_for_vocab_creation` (default: every dataset read) and saved there."""
+    for_vocab = datasets_for_vocab_creation if datasets_for_vocab_creation is not None else list(datasets)
+    unknown = [name for name in for_vocab if name not in datasets]
+    if unknown:
+        raise ConfigurationError(
+            f"{unknown} are not among the datasets this config reads ({', '.join(datasets)}).",
+            key="datasets_for_vocab_creation",
+        )
+    saved_vocabulary = vocab_dir.is_dir() and any(vocab_dir.iterdir())
+    barrier()  # under torchrun every rank has looked before rank 0 writes the vocabulary
+    if saved_vocabulary:
+        # Recovering a run: keep its vocabulary, so that token ids match its checkpoints even if
+        # the data files have changed since.
+        vocab = Vocabulary.from_files(str(vocab_dir))
+        logger.info("Loaded the run's vocabulary from %s", vocab_dir)
+        return vocab
+    # Each columnar dataset counts its items as its instances would (from its stored counts).
+    counted = counted_for_vocabulary(datasets, datasets_for_vocab_creation, non_padded_patterns(vocabulary.params))
+    vocab = vocabulary.construct(instances=counted)
+    if is_primary():
+        vocab.save_to_files(str(vocab_dir))
+    return vocab
+
+
+def build_loaders(data_loader: Lazy[DataLoader], validation_data_loader: Optional[Lazy[DataLoader]],
+                  indexed: Dict[str, Any]) -> Tuple[DataLoader, Optional[DataLoader], Optional[DataLoader]]:
+    """The training loader, and the validation and test loaders (None without their data), which
+    follow `validation_data_loader`'s config, else `data_loader`'s."""
+    train_loader = data_loader.construct(instances=indexed["train"])
+    evaluation_config = (validation_data_loader or data_loader).params
+    validation_loader = evaluation_loader(evaluation_config, indexed["validation"]) if "validation" in indexed else None
+    test_loader = evaluation_loader(evaluation_config, indexed["test"]) if "test" in indexed else None
+    return train_loader, validation_loader, test_loader
+
+
+def check_trainer_takes_examples(trainer: Trainer, examples: Optional[ExampleScoring]) -> None:
+    """Refuse a top-level postprocessor that the configured trainer cannot score its validations with."""
+    if examples is not None and getattr(trainer, "validation_examples", None) is not examples:
+        raise ConfigurationError(
+            f"{type(trainer).__name__} cannot post-process its validations (it takes no validation_examples); "
+            "use the gradient_descent trainer, or remove the top-level postprocessor (ipuflow evaluate takes one "
+            "with -o).", key="postprocessor")
 
 
 class TrainModel(Registrable):
@@ -152,76 +225,22 @@ class TrainModel(Registrable):
         trainer = with_tracker_callbacks(trainer, report_to)
         seed_everything(random_seed, numpy_seed, pytorch_seed)
         check_executor_runs_optimizer(trainer.params.as_dict())
-        directory = Path(serialization_dir)
-
-        evaluation_reader = validation_dataset_reader or dataset_reader
-        paths = {"train": train_data_path, "validation": validation_data_path, "test": test_data_path}
         if evaluate_on_test and test_data_path is None:
             raise ConfigurationError("true needs a test_data_path.", key="evaluate_on_test")
-        datasets: Dict[str, Any] = {}
-        for name, path in paths.items():
-            if path is None:
-                continue
-            reader = dataset_reader if name == "train" else evaluation_reader
-            started = time.perf_counter()
-            try:
-                # Columnar and memory-mapped, from the data cache when this reader has read this file before.
-                # A postprocessor reads the evaluation sets' metadata fields (example ids, offsets, answers).
-                datasets[name] = reader.read_columnar(path, metadata=postprocessor is not None and name != "train")
-            except ConfigurationError as error:
-                # A reader names its keys relative to itself; reading happens outside the resolver.
-                error.locate("validation_dataset_reader." if reader is validation_dataset_reader else "dataset_reader.")
-                raise
-            logger.info("Read %d %s instances from %s in %.1fs", len(datasets[name]), name, path,
-                        time.perf_counter() - started)
-            if not datasets[name]:
-                raise ConfigurationError(f"{path} holds no instances.", key=f"{name}_data_path")
-
-        for_vocab = datasets_for_vocab_creation if datasets_for_vocab_creation is not None else list(datasets)
-        unknown = [name for name in for_vocab if name not in datasets]
-        if unknown:
-            raise ConfigurationError(
-                f"{unknown} are not among the datasets this config reads ({', '.join(datasets)}).",
-                key="datasets_for_vocab_creation",
-            )
-        vocab_dir = directory / VOCABULARY_DIR
-        saved_vocabulary = vocab_dir.is_dir() and any(vocab_dir.iterdir())
-        barrier()  # under torchrun every rank has looked before rank 0 writes the vocabulary
-        if saved_vocabulary:
-            # Recovering a run: keep its vocabulary, so that token ids match its checkpoints even if
-            # the data files have changed since.
-            vocab = Vocabulary.from_files(str(vocab_dir))
-            logger.info("Loaded the run's vocabulary from %s", vocab_dir)
-        else:
-            # Each columnar dataset counts its items as its instances would (from its stored counts).
-            counted = counted_for_vocabulary(datasets, datasets_for_vocab_creation, non_padded_patterns(vocabulary.params))
-            vocab = vocabulary.construct(instances=counted)
-            if is_primary():
-                vocab.save_to_files(str(vocab_dir))
-
+        paths = {"train": train_data_path, "validation": validation_data_path, "test": test_data_path}
+        datasets = read_datasets(dataset_reader, validation_dataset_reader, paths, postprocessor is not None)
+        vocab = build_vocabulary(vocabulary, datasets, datasets_for_vocab_creation,
+                                 Path(serialization_dir) / VOCABULARY_DIR)
         refuse_unseen_labels(datasets, paths, vocab)
         built_model = model.construct(vocab=vocab, serialization_dir=serialization_dir)
         indexed = {name: dataset.indexed(vocab) for name, dataset in datasets.items()}
-
-        train_loader = data_loader.construct(instances=indexed["train"])
-        evaluation_config = (validation_data_loader or data_loader).params
-        validation_loader = evaluation_loader(evaluation_config, indexed["validation"]) if "validation" in indexed else None
-        test_loader = evaluation_loader(evaluation_config, indexed["test"]) if "test" in indexed else None
+        train_loader, validation_loader, test_loader = build_loaders(data_loader, validation_data_loader, indexed)
         built_postprocessor = postprocessor.construct(vocab=vocab) if postprocessor is not None else None
         examples = None if built_postprocessor is None or "validation" not in datasets else ExampleScoring(
             built_postprocessor, datasets["validation"].instances(), built_model)
-        built_trainer = trainer.construct(
-            model=built_model,
-            serialization_dir=serialization_dir,
-            data_loader=train_loader,
-            validation_data_loader=validation_loader,
-            validation_examples=examples,
-        )
-        if examples is not None and getattr(built_trainer, "validation_examples", None) is not examples:
-            raise ConfigurationError(
-                f"{type(built_trainer).__name__} cannot post-process its validations (it takes no validation_examples); "
-                "use the gradient_descent trainer, or remove the top-level postprocessor (ipuflow evaluate takes one "
-                "with -o).", key="postprocessor")
+        built_trainer = trainer.construct(model=built_model, serialization_dir=serialization_dir, data_loader=train_loader,
+                                          validation_data_loader=validation_loader, validation_examples=examples)
+        check_trainer_takes_examples(built_trainer, examples)
         return cls(serialization_dir, built_model, built_trainer, vocab, datasets, test_loader, evaluate_on_test,
                    built_postprocessor)
 

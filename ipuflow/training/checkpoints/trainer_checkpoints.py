@@ -63,6 +63,21 @@ class TrainingCheckpoints:
         self.last_saved_position: Optional[Tuple[int, int]] = None
         self.last_checkpoint: Optional[Path] = None
 
+    @classmethod
+    def for_trainer(cls, checkpointer: Checkpointer, model: Model, executor: StepExecutor, metric_tracker: MetricTracker,
+                    running_loss: RunningLoss, callbacks: Sequence[Stateful], data_loader: Any, *,
+                    learning_rate_scheduler: Optional[Stateful] = None, momentum_scheduler: Optional[Stateful] = None,
+                    moving_average: Optional[Stateful] = None,
+                    running_reg_loss: Optional[RunningLoss] = None) -> "TrainingCheckpoints":
+        """Checkpoints of a trainer's parts, each under its own key in the training state (a loader
+        counts when it has a `state_dict`); `callbacks` is the dispatch's list, read at each save."""
+        optional = {"learning_rate_scheduler": learning_rate_scheduler, "momentum_scheduler": momentum_scheduler,
+                    "moving_average": moving_average,
+                    "data_loader": data_loader if hasattr(data_loader, "state_dict") else None,
+                    "running_reg_loss": running_reg_loss}
+        return cls(checkpointer, model, executor,
+                   stateful_parts(executor, metric_tracker, running_loss, callbacks, model, optional))
+
     def contents(self, state: TrainerState, status: RunStatus) -> TrainerCheckpoint:
         """Raw weights (a moving average's shadows travel in the training state, so resuming is
         exact), the state and every part, as plain containers and tensors."""

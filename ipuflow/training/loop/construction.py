@@ -1,15 +1,16 @@
-"""Building a `GradientDescentTrainer` from its config section (`from_partial_objects`): the trainer's
-aliases of executor options, freezing, and every part in dependency order (docs/training.md)."""
+"""The steps that build a `GradientDescentTrainer`'s parts from its config section, which its
+`from_partial_objects` takes in dependency order (docs/training.md): freezing and the optimizer, the
+trainer's aliases of executor options, the executor, the schedulers, the parts built in the
+serialization directory, and the checks of the trainer's own arguments."""
 
 from __future__ import annotations
 
 import logging
 import re
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Type, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from ipuflow.config import ConfigurationError, Lazy, validators
 from ipuflow.data.loader import DataLoader
-from ipuflow.evaluation.example_scoring import ExampleScoring
 from ipuflow.execution.executor import StepExecutor
 from ipuflow.models.model import Model
 from ipuflow.training.callbacks.batch_callback import BatchCallback
@@ -19,16 +20,10 @@ from ipuflow.training.callbacks.console_metrics import ConsoleMetricsCallback
 from ipuflow.training.callbacks.epoch_callback import EpochCallback, EpochCallbackAdapter
 from ipuflow.training.callbacks.progress import ProgressCallback
 from ipuflow.training.callbacks.tensorboard import TensorBoardCallback
-from ipuflow.training.checkpoints.checkpointer import Checkpointer
-from ipuflow.training.optim.lr_schedulers.learning_rate_scheduler import LearningRateScheduler
-from ipuflow.training.optim.momentum_schedulers import MomentumScheduler
 from ipuflow.training.optim.moving_average import MovingAverage
 from ipuflow.training.optim.optimizers import Optimizer
 from ipuflow.training.optim.regularization import add_regularization_penalty
 from ipuflow.training.optim.scheduler import Scheduler
-
-if TYPE_CHECKING:
-    from ipuflow.training.loop.gradient_descent_trainer import GradientDescentTrainer
 
 logger = logging.getLogger(__name__)
 
@@ -181,63 +176,7 @@ def build_executor(executor: Lazy[StepExecutor], model: Model, built_optimizer: 
     return built_executor, None if calls is None else calls * built_executor.updates_per_call
 
 
-def from_partial_objects(
-    cls: Type["GradientDescentTrainer"],
-    model: Model,
-    serialization_dir: str,
-    data_loader: DataLoader,
-    validation_data_loader: Optional[DataLoader] = None,
-    optimizer: Lazy[Optimizer] = Lazy(Optimizer),
-    patience: Optional[int] = None,
-    validation_metric: Union[str, List[str]] = "-loss",
-    num_epochs: int = 20,
-    checkpointer: Optional[Lazy[Checkpointer]] = Lazy(Checkpointer),
-    grad_norm: Union[float, bool] = False,
-    grad_clipping: Optional[float] = None,
-    learning_rate_scheduler: Optional[Lazy[LearningRateScheduler]] = None,
-    momentum_scheduler: Optional[Lazy[MomentumScheduler]] = None,
-    moving_average: Optional[Lazy[MovingAverage]] = None,
-    callbacks: Optional[List[Lazy[TrainerCallback]]] = None,
-    batch_callbacks: Optional[List[Lazy[BatchCallback]]] = None,
-    epoch_callbacks: Optional[List[Lazy[EpochCallback]]] = None,
-    tensorboard_writer: Optional[Lazy[TensorBoardCallback]] = None,
-    num_gradient_accumulation_steps: Optional[int] = None,
-    no_grad: Optional[List[str]] = None,
-    executor: Lazy[StepExecutor] = Lazy(StepExecutor),
-    validation_interval: Optional[int] = None,
-    max_steps: Optional[int] = None,
-    log_interval: int = 10,
-    enable_default_callbacks: bool = True,
-    validation_examples: Optional[ExampleScoring] = None,
-) -> "GradientDescentTrainer":
-    """Build every part in dependency order (docs/training.md); `model`, `serialization_dir`, the loaders
-    and `validation_examples` (the postprocessor over the validation set) are injected. `grad_norm`,
-    `grad_clipping`, `num_gradient_accumulation_steps` are the executor's `max_grad_norm`, `max_grad_value`,
-    `gradient_accumulation`.
-
-    grad_clipping: clamps each element of the reduced, unscaled gradient to ±v (the executor's max_grad_value).
-    validation_interval: also validate every N optimizer updates.
-    log_interval: optimizer updates between reads of the running loss and logged metrics.
-    """
-    built_optimizer, built_moving_average = build_optimization(model, optimizer, moving_average, no_grad)
-    # The executor comes before the schedulers: the optimizer updates per epoch depend on its options.
-    built_executor, num_steps_per_epoch = build_executor(executor, model, built_optimizer, data_loader, validation_data_loader,
-                                                         executor_aliases(executor.params.as_dict(), grad_norm, grad_clipping,
-                                                                          num_gradient_accumulation_steps))
-    schedule = (built_optimizer, num_epochs, num_steps_per_epoch, validation_metric, max_steps)
-    built_lr_scheduler = build_scheduler(learning_rate_scheduler, *schedule)
-    built_momentum_scheduler = build_scheduler(momentum_scheduler, *schedule)
-    built_executor.set_optimizer(built_optimizer)  # the schedulers' initial values reach the device only this way
-
-    def construct_all(lazies: Optional[Sequence[Optional[Lazy[Any]]]]) -> List[Any]:
-        return [lazy.construct(serialization_dir=serialization_dir) for lazy in lazies or [] if lazy is not None]
-
-    return cls(
-        model=model, executor=built_executor, data_loader=data_loader, optimizer=built_optimizer, patience=patience,
-        validation_metric=validation_metric, validation_data_loader=validation_data_loader, num_epochs=num_epochs,
-        serialization_dir=serialization_dir, checkpointer=(construct_all([checkpointer]) or [None])[0],
-        learning_rate_scheduler=built_lr_scheduler, momentum_scheduler=built_momentum_scheduler,  # type: ignore[arg-type]
-        moving_average=built_moving_average, callbacks=construct_all([*(callbacks or []), tensorboard_writer]),
-        batch_callbacks=construct_all(batch_callbacks), epoch_callbacks=construct_all(epoch_callbacks),
-        grad_clipping=grad_clipping, validation_interval=validation_interval, max_steps=max_steps, log_interval=log_interval,
-        enable_default_callbacks=enable_default_callbacks, validation_examples=validation_examples)
+def build_in_directory(lazies: Optional[Sequence[Optional[Lazy[Any]]]], serialization_dir: str) -> List[Any]:
+    """The configured parts (None entries skipped) built with the serialization directory injected:
+    the callbacks."""
+    return [lazy.construct(serialization_dir=serialization_dir) for lazy in lazies or [] if lazy is not None]

@@ -1,8 +1,9 @@
 """GradientDescentTrainer's loop, top to bottom: epochs of host calls through a step executor,
 validation points, metrics files, checkpoints and exact resume (AllenNLP 2.10's loop, design.md §4).
-Its parts live in the rooms of `training/` (docs/design.md): construction, validation, training metrics
-and schedule stepping beside it in `loop/`, its state in `state/`, checkpoints and best weights in
-`checkpoints/`, the events in `events/`."""
+The trainer is built in one place, its `from_partial_objects`. Its parts live in the rooms of
+`training/` (docs/design.md): construction's steps, validation, training metrics, schedule stepping and
+its read-only side (`TrainerReadout`) beside it in `loop/`, its state in `state/`, checkpoints and best
+weights in `checkpoints/`, the events in `events/`."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 import torch
 
+from ipuflow.config import Lazy
 from ipuflow.data.loader import DataLoader
 from ipuflow.distributed.agreement import agree_on_requests
 from ipuflow.evaluation.example_scoring import ExampleScoring
@@ -26,6 +28,7 @@ from ipuflow.training.checkpoints.best_weights import BestWeights
 from ipuflow.training.callbacks.batch_callback import BatchCallback
 from ipuflow.training.callbacks.callback import TrainerCallback
 from ipuflow.training.callbacks.epoch_callback import EpochCallback
+from ipuflow.training.callbacks.tensorboard import TensorBoardCallback
 from ipuflow.training.checkpoints.checkpointer import Checkpointer, TrainerCheckpoint
 from ipuflow.training.state.epoch_metrics import best_metrics, epoch_metrics
 from ipuflow.training.events import TEST, CallbackList, EventDispatch, TrainerControl
@@ -36,13 +39,16 @@ from ipuflow.training.optim.lr_schedulers.learning_rate_scheduler import Learnin
 from ipuflow.training.state.metric_tracker import MetricTracker
 from ipuflow.training.optim.momentum_schedulers import MomentumScheduler
 from ipuflow.training.optim.moving_average import MovingAverage
+from ipuflow.training.optim.optimizers import Optimizer
 from ipuflow.training.state.run_status import STOPPED_AT_NUM_EPOCHS, STOPPED_EARLY, RunStatus, stop_reason
 from ipuflow.training.state.running_loss import is_finite
+from ipuflow.training.loop.readout import TrainerReadout
 from ipuflow.training.loop.schedule_stepper import ScheduleStepper
 from ipuflow.training.loop.trainer import Trainer
-from ipuflow.training.checkpoints.trainer_checkpoints import TrainingCheckpoints, position_of, stateful_parts, write_trainer_state
+from ipuflow.training.checkpoints.trainer_checkpoints import TrainingCheckpoints, position_of, write_trainer_state
 from ipuflow.training.loop.construction import (
-    ALLENNLP_TRAINER_KEYS, all_callbacks, check_trainer_arguments, from_partial_objects, loader_length,
+    ALLENNLP_TRAINER_KEYS, all_callbacks, build_executor, build_in_directory, build_optimization, build_scheduler,
+    check_trainer_arguments, executor_aliases,
 )
 from ipuflow.training.state.trainer_state import TrainerState, is_primary
 from ipuflow.training.loop.training_metrics import TrainingMetrics
@@ -52,7 +58,7 @@ logger = logging.getLogger(__name__)
 
 
 @Trainer.register("gradient_descent", constructor="from_partial_objects")
-class GradientDescentTrainer(CallbackList, Trainer):
+class GradientDescentTrainer(TrainerReadout, CallbackList, Trainer):
     """Trains `model` with `executor` (which owns forward, backward and the optimizer step).
 
     Where training stands is `state` (a `TrainerState`); every event goes through one dispatch to the
@@ -66,33 +72,19 @@ class GradientDescentTrainer(CallbackList, Trainer):
     Callbacks may read `checkpointer`, `learning_rate_scheduler`, `num_epochs` and `max_steps` (the configured limits).
     """
 
-    from_partial_objects = classmethod(from_partial_objects)
     replaced_keys = ALLENNLP_TRAINER_KEYS
 
     def __init__(
-        self,
-        model: Model,
-        executor: StepExecutor,
-        data_loader: DataLoader,
-        optimizer: Optional[torch.optim.Optimizer] = None,
-        patience: Optional[int] = None,
-        validation_metric: Union[str, List[str]] = "-loss",
-        validation_data_loader: Optional[DataLoader] = None,
-        num_epochs: int = 20,
-        serialization_dir: Optional[str] = None,
-        checkpointer: Optional[Checkpointer] = None,
+        self, model: Model, executor: StepExecutor, data_loader: DataLoader,
+        optimizer: Optional[torch.optim.Optimizer] = None, patience: Optional[int] = None,
+        validation_metric: Union[str, List[str]] = "-loss", validation_data_loader: Optional[DataLoader] = None,
+        num_epochs: int = 20, serialization_dir: Optional[str] = None, checkpointer: Optional[Checkpointer] = None,
         learning_rate_scheduler: Optional[LearningRateScheduler] = None,
-        momentum_scheduler: Optional[MomentumScheduler] = None,
-        moving_average: Optional[MovingAverage] = None,
-        callbacks: Optional[List[TrainerCallback]] = None,
-        batch_callbacks: Optional[List[BatchCallback]] = None,
-        epoch_callbacks: Optional[List[EpochCallback]] = None,
-        grad_clipping: Optional[float] = None,
-        validation_interval: Optional[int] = None,
-        max_steps: Optional[int] = None,
-        log_interval: int = 10,
-        enable_default_callbacks: bool = True,
-        validation_examples: Optional[ExampleScoring] = None,
+        momentum_scheduler: Optional[MomentumScheduler] = None, moving_average: Optional[MovingAverage] = None,
+        callbacks: Optional[List[TrainerCallback]] = None, batch_callbacks: Optional[List[BatchCallback]] = None,
+        epoch_callbacks: Optional[List[EpochCallback]] = None, grad_clipping: Optional[float] = None,
+        validation_interval: Optional[int] = None, max_steps: Optional[int] = None, log_interval: int = 10,
+        enable_default_callbacks: bool = True, validation_examples: Optional[ExampleScoring] = None,
     ) -> None:
         serialization_dir = serialization_dir or tempfile.mkdtemp(prefix="ipuflow-")
         super().__init__(serialization_dir)
@@ -119,12 +111,59 @@ class GradientDescentTrainer(CallbackList, Trainer):
             model, executor, validation_data_loader, self._metric_tracker, moving_average,
             self._metrics.covers_batch, self._events, validation_examples)
         self.validation_executor = None if self._validation is None else self._validation.executor
-        self._checkpoints = None if checkpointer is None else TrainingCheckpoints(checkpointer, model, executor, stateful_parts(
-            executor, self._metric_tracker, self._metrics.loss, self._events.callbacks, model,
-            {"learning_rate_scheduler": learning_rate_scheduler, "momentum_scheduler": momentum_scheduler,
-             "moving_average": moving_average, "data_loader": data_loader if hasattr(data_loader, "state_dict") else None,
-             "running_reg_loss": self._metrics.reg_loss}))
+        self._checkpoints = None if checkpointer is None else TrainingCheckpoints.for_trainer(
+            checkpointer, model, executor, self._metric_tracker, self._metrics.loss, self._events.callbacks, data_loader,
+            learning_rate_scheduler=learning_rate_scheduler, momentum_scheduler=momentum_scheduler,
+            moving_average=moving_average, running_reg_loss=self._metrics.reg_loss)
         self._events.fire("on_init_end")
+
+    @classmethod
+    def from_partial_objects(
+        cls, model: Model, serialization_dir: str, data_loader: DataLoader,
+        validation_data_loader: Optional[DataLoader] = None, optimizer: Lazy[Optimizer] = Lazy(Optimizer),
+        patience: Optional[int] = None, validation_metric: Union[str, List[str]] = "-loss", num_epochs: int = 20,
+        checkpointer: Optional[Lazy[Checkpointer]] = Lazy(Checkpointer), grad_norm: Union[float, bool] = False,
+        grad_clipping: Optional[float] = None, learning_rate_scheduler: Optional[Lazy[LearningRateScheduler]] = None,
+        momentum_scheduler: Optional[Lazy[MomentumScheduler]] = None,
+        moving_average: Optional[Lazy[MovingAverage]] = None, callbacks: Optional[List[Lazy[TrainerCallback]]] = None,
+        batch_callbacks: Optional[List[Lazy[BatchCallback]]] = None,
+        epoch_callbacks: Optional[List[Lazy[EpochCallback]]] = None,
+        tensorboard_writer: Optional[Lazy[TensorBoardCallback]] = None,
+        num_gradient_accumulation_steps: Optional[int] = None, no_grad: Optional[List[str]] = None,
+        executor: Lazy[StepExecutor] = Lazy(StepExecutor), validation_interval: Optional[int] = None,
+        max_steps: Optional[int] = None, log_interval: int = 10, enable_default_callbacks: bool = True,
+        validation_examples: Optional[ExampleScoring] = None,
+    ) -> "GradientDescentTrainer":
+        """Build every part in dependency order (docs/training.md); `model`, `serialization_dir`, the loaders
+        and `validation_examples` (the postprocessor over the validation set) are injected. `grad_norm`,
+        `grad_clipping`, `num_gradient_accumulation_steps` are the executor's `max_grad_norm`, `max_grad_value`,
+        `gradient_accumulation`.
+
+        grad_clipping: clamps each element of the reduced, unscaled gradient to ±v (the executor's max_grad_value).
+        validation_interval: also validate every N optimizer updates.
+        log_interval: optimizer updates between reads of the running loss and logged metrics.
+        """
+        built_optimizer, built_moving_average = build_optimization(model, optimizer, moving_average, no_grad)
+        # The executor comes before the schedulers: the optimizer updates per epoch depend on its options.
+        options = executor_aliases(executor.params.as_dict(), grad_norm, grad_clipping, num_gradient_accumulation_steps)
+        built_executor, updates_per_epoch = build_executor(executor, model, built_optimizer, data_loader,
+                                                           validation_data_loader, options)
+        schedule = (built_optimizer, num_epochs, updates_per_epoch, validation_metric, max_steps)
+        built_lr_scheduler = build_scheduler(learning_rate_scheduler, *schedule)
+        built_momentum_scheduler = build_scheduler(momentum_scheduler, *schedule)
+        built_executor.set_optimizer(built_optimizer)  # the schedulers' initial values reach the device only this way
+        built_checkpointer = None if checkpointer is None else checkpointer.construct(serialization_dir=serialization_dir)
+        return cls(
+            model=model, executor=built_executor, data_loader=data_loader, optimizer=built_optimizer, patience=patience,
+            validation_metric=validation_metric, validation_data_loader=validation_data_loader, num_epochs=num_epochs,
+            serialization_dir=serialization_dir, checkpointer=built_checkpointer,
+            learning_rate_scheduler=built_lr_scheduler, momentum_scheduler=built_momentum_scheduler,  # type: ignore[arg-type]
+            moving_average=built_moving_average,
+            callbacks=build_in_directory([*(callbacks or []), tensorboard_writer], serialization_dir),
+            batch_callbacks=build_in_directory(batch_callbacks, serialization_dir),
+            epoch_callbacks=build_in_directory(epoch_callbacks, serialization_dir), grad_clipping=grad_clipping,
+            validation_interval=validation_interval, max_steps=max_steps, log_interval=log_interval,
+            enable_default_callbacks=enable_default_callbacks, validation_examples=validation_examples)
 
     def _configured(self, state: TrainerState) -> TrainerState:
         calls = self.num_batches_per_epoch
@@ -132,47 +171,7 @@ class GradientDescentTrainer(CallbackList, Trainer):
                                self.max_steps, self._log_interval, self._validation_interval,
                                getattr(self.data_loader, "combined_batch_size", None))
 
-    # -- public state ----------------------------------------------------------------------
-
-    @property
-    def metric_tracker(self) -> MetricTracker:
-        """The validation-score tracker."""
-        return self._metric_tracker
-
-    # The trainer's counters before `state` held them, read-only.
-    epochs_completed = property(lambda self: self.state.epochs_completed, doc="`state.epochs_completed`.")
-    batches_in_epoch_completed = property(lambda self: self.state.batches_in_epoch_completed,
-                                          doc="`state.batches_in_epoch_completed` (host calls in the current epoch).")
-    host_calls = property(lambda self: self.state.host_calls, doc="`state.host_calls`.")
-    optimizer_updates = property(lambda self: self.state.global_step, doc="`state.global_step`.")
-    samples_seen = property(lambda self: self.state.samples_seen, doc="`state.samples_seen`.")
-
-    @property
-    def num_batches_per_epoch(self) -> Optional[int]:
-        """Host calls per training epoch (None if the loader has no length)."""
-        return loader_length(self.data_loader)
-
-    @property
-    def num_validation_batches(self) -> Optional[int]:
-        """Host calls per validation (None without validation data or a length)."""
-        return loader_length(self.validation_data_loader)
-
-    @property
-    def computes_training_metrics(self) -> bool:
-        """Whether the model's metrics are updated on training batches: only when the executor
-        returns every micro-batch's outputs (``output_mode: "all"``)."""
-        return self._metrics.covers_batch
-
-    validation_examples = property(lambda self: None if self._validation is None else self._validation.examples,
-                                   doc="How validations score examples through a postprocessor, if they do.")
-
-    def get_best_weights_path(self) -> Optional[str]:
-        return self._best.existing_path()
-
-    @property
-    def run_status(self) -> RunStatus:
-        """Where the run stands (as of the latest checkpoint or later)."""
-        return self._status
+    # -- public state (the read-only side is `TrainerReadout`) -------------------------------
 
     def record_run_status(self, status: RunStatus) -> None:
         """Adopt `status` (e.g. test set evaluated, archived) and record it with the latest checkpoint."""
