@@ -282,7 +282,7 @@ class FixedShapeDataLoader(DataLoader):
         runs any sequence length. ``auto`` padding follows it; ``longest`` with fixed shapes is an error."""
         if reason is not None and self.padding == "longest":
             raise ConfigurationError(
-                f"padding \"longest\" gives every batch its own length, but {reason}. Set padding to \"auto\" or "
+                f"\"longest\" gives every batch its own length, but {reason}. Set padding to \"auto\" or "
                 "\"fixed\" (with max_length or length_buckets), or use the native executor without compile.",
                 key="padding",
             )

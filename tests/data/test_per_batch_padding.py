@@ -73,7 +73,7 @@ def test_executors_that_compile_for_shapes_keep_fixed_padding_and_refuse_longest
     assert loader.padding_plan() == {"padding": "fixed", "configured": "auto", "length_buckets": [16, 40], "because": reason}
     assert {batch["tokens"].shape[1] for batch in loader} <= {16, 40}
     longest = FixedShapeDataLoader(instances, batch_size=4, padding="longest")
-    with pytest.raises(ConfigurationError, match=r"^padding: padding \"longest\" gives every batch its own length, but "):
+    with pytest.raises(ConfigurationError, match=r"^padding: \"longest\" gives every batch its own length, but "):
         longest.set_fixed_shapes(reason)
 
 
@@ -192,3 +192,13 @@ def test_length_grouping_settings_are_checked():
 def test_evaluation_order_is_kept_with_length_grouping_when_not_shuffling():
     loader = FixedShapeDataLoader(text_instances(30), batch_size=4, length_grouping="bucket")
     assert numpy.array_equal(loader.order(), numpy.arange(30))
+
+
+def test_worker_processes_pad_each_batch_as_the_main_process_does():
+    instances = text_instances(40, seed=6)
+    in_process = FixedShapeDataLoader(instances, batch_size=4, shuffle=True, padding="longest")
+    in_workers = FixedShapeDataLoader(instances, batch_size=4, shuffle=True, padding="longest", num_workers=1)
+    pairs = list(zip(in_process, in_workers))
+    assert len(pairs) == 10 and len({batch["tokens"].shape[1] for batch, _ in pairs}) > 1
+    for batch, other in pairs:
+        assert batch.keys() == other.keys() and all(torch.equal(batch[key], other[key]) for key in batch)
