@@ -153,6 +153,18 @@ def _require_instances(instances: Any) -> None:
         )
 
 
+def _check_lengths(max_length: Optional[int], length_buckets: Optional[List[int]]) -> None:
+    validators.positive_int("max_length", max_length, optional=True)
+    if length_buckets is not None:
+        if max_length is not None:
+            raise ConfigurationError(
+                "give either max_length or length_buckets, not both "
+                f"(found max_length={max_length}, length_buckets={length_buckets}).",
+                key="length_buckets",
+            )
+        validators.positive_ints("length_buckets", length_buckets)
+
+
 class _CombinedBatches(torch.utils.data.Dataset):
     """One epoch's combined batches as a dataset, so torch's worker processes can collate them."""
 
@@ -222,19 +234,11 @@ class FixedShapeDataLoader(DataLoader):
         validators.positive_int("batch_size", batch_size)
         validators.non_negative_int("num_workers", num_workers)
         validators.non_negative_int("seed", seed)
-        validators.positive_int("max_length", max_length, optional=True)
+        _check_lengths(max_length, length_buckets)
         validators.choice("padding", padding, ("auto",) + PADDINGS)
         validators.positive_int("pad_to_multiple_of", pad_to_multiple_of)
         validators.choice("length_grouping", length_grouping, LENGTH_GROUPINGS, optional=True)
         validators.non_negative_number("padding_noise", padding_noise)
-        if length_buckets is not None:
-            if max_length is not None:
-                raise ConfigurationError(
-                    "give either max_length or length_buckets, not both "
-                    f"(found max_length={max_length}, length_buckets={length_buckets}).",
-                    key="length_buckets",
-                )
-            validators.positive_ints("length_buckets", length_buckets)
         _require_instances(instances)
         self.batch_size = batch_size
         self.shuffle = shuffle
