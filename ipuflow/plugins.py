@@ -13,7 +13,7 @@ import os
 import pkgutil
 import sys
 from importlib import metadata
-from typing import Iterable, List
+from typing import Iterable, List, Mapping
 
 from ipuflow.config.errors import ConfigurationError
 from ipuflow.config.import_policy import ENTRY_POINT_GROUP, remember_included
@@ -84,3 +84,18 @@ def import_builtin_components() -> None:
     """Import ipuflow's own registrable components (this imports torch)."""
     for name in BUILTIN_PACKAGES:
         importlib.import_module(name)
+
+
+def keep_moved_modules_importable(package: str, moved: Mapping[str, str]) -> None:
+    """Make each old module path under `package` name its module's new home: `moved` maps the old
+    name (relative to `package`) to the new dotted path.
+
+    The old name becomes the same module object, not a copy, so `import`, `from ... import`, a dotted
+    `type` in a config and `monkeypatch.setattr("old.path.name", ...)` all keep working, and
+    registrations run once."""
+    parent = sys.modules[package]
+    for old, new in moved.items():
+        module = importlib.import_module(new)
+        sys.modules[f"{package}.{old}"] = module
+        if "." not in old:
+            setattr(parent, old, module)

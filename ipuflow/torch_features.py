@@ -44,6 +44,15 @@ ONNX_EXPORTER_CHOICE = (2, 5)
 COMPILE_ON_PYTHON_3_11 = (2, 1)
 """`torch.compile` on Python 3.11 (torch 2.0 refuses it there)."""
 
+FUSED_ADAM_ON_CUDA = (2, 0)
+"""`fused=True` for Adam and AdamW with CUDA parameters (torch 2.0 has it for no other device)."""
+
+FUSED_SGD_ON_CUDA = (2, 3)
+"""`torch.optim.SGD(fused=True)` with CUDA parameters."""
+
+FUSED_OPTIMIZERS_ON_CPU = (2, 4)
+"""`fused=True` for Adam, AdamW, SGD and Adagrad with CPU parameters."""
+
 
 TRANSFORMERS_FOR_CALLBACKS = (4, 40)
 """The 'huggingface' callback: 4.29's TrainingArguments (optimum-graphcore's) need accelerate to answer

@@ -16,7 +16,7 @@ def evaluate_archive(archive_path: str, input_paths: List[str], batch_size: Opti
                      predictions_file: Optional[TextIO] = None, executor_type: Optional[str] = None,
                      onnx_model: Optional[str] = None) -> Dict[str, Any]:
     """Metrics of the archived model on each input (keys prefixed by file stem when several)."""
-    from ipuflow.experiment.archival import load_archive
+    from ipuflow.experiment.archive.archival import load_archive
 
     archive = load_archive(archive_path, overrides=overrides, weights_file=weights_file)
     return evaluate_loaded_archive(archive, input_paths, batch_size, device, predictions_file, executor_type, onnx_model)
@@ -109,7 +109,7 @@ def evaluate(archive: str, input_paths: str, output_file: Optional[str], predict
 
     refuse_under_torchrun("ipuflow evaluate")
 
-    from ipuflow.experiment.archival import load_archive
+    from ipuflow.experiment.archive.archival import load_archive
     from ipuflow.plugins import include_packages
     from ipuflow.experiment.serialization_dir import configure_logging
     from ipuflow.predictors.predictor import to_jsonable

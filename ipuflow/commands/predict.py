@@ -42,7 +42,7 @@ def predict(archive: str, input_file: str, output_file: Optional[str], batch_siz
 
     refuse_under_torchrun("ipuflow predict")
 
-    from ipuflow.experiment.archival import load_archive
+    from ipuflow.experiment.archive.archival import load_archive
     from ipuflow.config import ConfigurationError, Params
     from ipuflow.plugins import include_packages
     from ipuflow.evaluation.inference import inference_executor_from_config

@@ -8,7 +8,7 @@ from typing import Any, Dict, Optional, Tuple
 
 import click
 
-from ipuflow.commands.cli import EXIT_RUNTIME_ERROR, debug_option, include_package_option, report_error
+from ipuflow.commands.cli import EXIT_CONFIG_ERROR, EXIT_RUNTIME_ERROR, debug_option, include_package_option, report_error
 
 
 def parse_ext_vars(pairs: Tuple[str, ...]) -> Dict[str, str]:
@@ -93,8 +93,8 @@ def train(config_file: Optional[str], serialization_dir: str, recover: bool, for
     from ipuflow.distributed import environment_rank
     from ipuflow.experiment.run import train_model_from_file
     from ipuflow.storage import RunDirectoryLocked
-    from ipuflow.training.checkpointer import CheckpointsUnreadable
-    from ipuflow.training.interruption import TrainingInterrupted
+    from ipuflow.training.checkpoints.checkpointer import CheckpointsUnreadable
+    from ipuflow.training.state.interruption import TrainingInterrupted
 
     if compile_only:
         refuse_with_compile_only(dry_run=dry_run, recover=recover, force=force)
@@ -107,9 +107,11 @@ def train(config_file: Optional[str], serialization_dir: str, recover: bool, for
         )
     except (TrainingInterrupted, RunDirectoryLocked, CheckpointsUnreadable) as stopped:
         # Each says what happened and what to do next in one paragraph: no exception name, no traceback.
+        # A directory in use by another process is a usage conflict, like any refused -s.
+        code = EXIT_CONFIG_ERROR if isinstance(stopped, RunDirectoryLocked) else EXIT_RUNTIME_ERROR
         if environment_rank() != 0:
-            return EXIT_RUNTIME_ERROR  # under torchrun every rank stops alike, and rank 0 says so for the group
-        return report_error(str(stopped), EXIT_RUNTIME_ERROR)
+            return code  # under torchrun every rank stops alike, and rank 0 says so for the group
+        return report_error(str(stopped), code)
     if compile_only:
         report_compiled(result, serialization_dir)
     if dry_run:

@@ -65,7 +65,7 @@ def tune(config_file: str, search_file: str, serialization_dir: str, resume: boo
     refuse_under_torchrun("ipuflow tune")
 
     from ipuflow.experiment.serialization_dir import configure_logging
-    from ipuflow.training.interruption import TrainingInterrupted
+    from ipuflow.training.state.interruption import TrainingInterrupted
     from ipuflow.tuning.results import format_table, write_results
     from ipuflow.tuning.search_space import SearchSpec
     from ipuflow.tuning.study import Search

@@ -37,7 +37,8 @@ class LossScaler:
     * dynamic (`auto_loss_scaling`): torch's `GradScaler`, starting from `loss_scaling` if given (2^16
       otherwise): an update whose gradients hold an inf or NaN is skipped and the scale halves; after
       2000 finite updates in a row it doubles. Deciding to skip reads one flag from the device per
-      update, the only host-device sync in a native training call. This is the native executor's
+      update, the only host-device sync in a native training call (none with a fused optimizer: its
+      kernel reads the flag and skips the update itself). This is the native executor's
       own scheme; the poptorch executor's is PopART's, which never skips an update (docs/execution.md).
     """
 

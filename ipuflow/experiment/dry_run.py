@@ -143,6 +143,9 @@ def _optimizer_summary(optimizer: torch.optim.Optimizer) -> Dict[str, Any]:
     summary.update({key: value for key, value in optimizer.defaults.items()
                     if key not in _TORCH_SWITCHES and _is_json_scalar(value)})
     summary["parameter_groups"] = len(optimizer.param_groups)
+    implementation = getattr(optimizer, "implementation", None)
+    if implementation is not None:  # fused, foreach or single-tensor, for where the executor put the parameters
+        summary["implementation"] = implementation.name
     return summary
 
 

@@ -43,7 +43,7 @@ def rewind_to_checkpoint(directory: Path, path: str) -> List[str]:
     moved into ``superseded_<N>/``. Returns what was moved. A `ConfigurationError` (nothing moved) if
     `path` is not a readable checkpoint of the run, or its best weights are no longer on disk."""
     from ipuflow.storage import file_sha256
-    from ipuflow.training.checkpointer import Checkpointer, load_training_state
+    from ipuflow.training.checkpoints.checkpointer import Checkpointer, load_training_state
 
     checkpointer = Checkpointer(str(directory))
     position = _position(path)

@@ -14,7 +14,7 @@ def _trainer_value(params: Params, key: str) -> Any:
     trainer = params.as_dict().get("trainer") or {}
     if key in trainer:
         return trainer[key]
-    from ipuflow.training.gradient_descent_trainer import GradientDescentTrainer
+    from ipuflow.training.loop.gradient_descent_trainer import GradientDescentTrainer
 
     return inspect.signature(GradientDescentTrainer.from_partial_objects).parameters[key].default
 
@@ -23,8 +23,8 @@ def refuse_limits_that_train_nothing(directory: Path, params: Params) -> Optiona
     """A `ConfigurationError` (nothing on disk is touched) if the run in `directory` had finished
     training and the limits in `params` (`trainer.num_epochs`, `max_steps`, `patience`) still train
     nothing, saying which to change; else what the recover will do (None if training had not ended)."""
-    from ipuflow.training.checkpointer import Checkpointer
-    from ipuflow.training.run_status import RunStatus
+    from ipuflow.training.checkpoints.checkpointer import Checkpointer
+    from ipuflow.training.state.run_status import RunStatus
 
     recorded = Checkpointer(str(directory)).latest_run_status()
     if recorded is None:

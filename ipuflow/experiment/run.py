@@ -98,7 +98,7 @@ def train_model(params: Params, serialization_dir: Union[str, Path], recover: bo
     all for a complete run. SIGINT/SIGTERM in any phase stop the command with a message saying
     where, and what `recover` will then do.
     """
-    from ipuflow.training.interruption import StopOnSignal, resume_command
+    from ipuflow.training.state.interruption import StopOnSignal, resume_command
 
     directory = Path(serialization_dir)
     phase = ["start-up"]
@@ -134,7 +134,7 @@ def train_model(params: Params, serialization_dir: Union[str, Path], recover: bo
 
 def _train_locked(params: Params, directory: Path, lock: Optional[RunDirectoryLock], enter: Callable[[str], None],
                   recover: bool, force: bool, file_friendly_logging: bool, from_checkpoint: Optional[str] = None) -> Dict[str, Any]:
-    from ipuflow.experiment.archival import archive_model
+    from ipuflow.experiment.archive.archival import archive_model
     from ipuflow.experiment.from_checkpoint import rewind_to_checkpoint
 
     primary = is_primary()
@@ -183,7 +183,7 @@ def _train_locked(params: Params, directory: Path, lock: Optional[RunDirectoryLo
 
 def _ending(error: BaseException) -> str:
     """How out.log records the error or interruption that ended a command: as the terminal showed it."""
-    from ipuflow.training.interruption import TrainingInterrupted
+    from ipuflow.training.state.interruption import TrainingInterrupted
 
     if isinstance(error, TrainingInterrupted):
         return f"Run ended: interrupted. {error}"
@@ -257,8 +257,8 @@ def compile_model(params: Params, file_friendly_logging: bool = False) -> Dict[s
 
 def _completed_run(directory: Path, raised: List[str]) -> Optional[Tuple[Dict[str, Any], str]]:
     """(final metrics, status description) if the run in `directory` has nothing left to do."""
-    from ipuflow.training.checkpointer import Checkpointer
-    from ipuflow.training.run_status import RunStatus
+    from ipuflow.training.checkpoints.checkpointer import Checkpointer
+    from ipuflow.training.state.run_status import RunStatus
 
     recorded = Checkpointer(str(directory)).latest_run_status()
     if recorded is None or raised:

@@ -39,6 +39,9 @@ def prepare_serialization_dir(directory: Path, params: Params, recover: bool, fo
     Returns the recoverable keys whose values changed (each as 'key: old → new').
     """
     refuse_unusable_directory(directory)
+    if lock is not None:
+        # Before judging the contents: another start may be writing them (it is in use, not a finished run).
+        lock.refuse_if_held_elsewhere()
     if recover and force:
         raise ConfigurationError("--recover and --force cannot be used together: --recover continues the run in "
                                  f"{directory}, --force deletes it and starts over.")
@@ -111,7 +114,7 @@ def refuse_forced_removal(directory: Path) -> None:
     the working directory or one above it, and if it holds anything, that must be recognisably an
     ipuflow run (see `is_run_directory`); ipuflow deletes only what it created."""
     resolved = directory.resolve()
-    protected = _protected_reason(resolved)
+    protected = protected_reason(resolved)
     if protected:
         raise ConfigurationError(
             f"--force refuses to delete the contents of {directory}: it is {protected}. --force empties a run "
@@ -124,32 +127,34 @@ def refuse_forced_removal(directory: Path) -> None:
         shown = ", ".join(found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
         raise ConfigurationError(
             f"--force refuses to delete the contents of {directory}: it is not an ipuflow run directory (no "
-            f"{META_NAME} written by ipuflow; it holds {shown}). ipuflow deletes only what it created: choose an "
+            f"{LOG_NAME} and {META_NAME} written by ipuflow; it holds {shown}). ipuflow deletes only what it created: choose an "
             "empty or new directory for -s, or remove these files yourself."
         )
 
 
 def is_run_directory(directory: Path) -> bool:
-    """Whether `directory` is recognisably one `ipuflow train` created: its `meta.json` records the
-    ipuflow version that started the run, or it holds the config and the log of a start."""
+    """Whether `directory` is recognisably one `ipuflow train` created: it holds the log that
+    ipuflow's loggers write first, and the `meta.json` that records the ipuflow version of the run
+    or (a start stopped before meta.json) its config. A `meta.json` alone is not a run: an extracted
+    model.tar.gz holds one too."""
+    try:
+        with open(directory / LOG_NAME, "rb") as log:
+            if b" ipuflow." not in log.read(1 << 16):
+                return False
+    except OSError:
+        return False
     try:
         meta = json.loads((directory / META_NAME).read_text(encoding="utf-8"))
         if isinstance(meta, dict) and "ipuflow_version" in meta:
             return True
     except (OSError, UnicodeDecodeError, ValueError):
         pass
-    # A start stopped before meta.json: its config, and a log that ipuflow's loggers wrote.
-    if not (directory / CONFIG_NAME).is_file():
-        return False
-    try:
-        with open(directory / LOG_NAME, "rb") as log:
-            return b" ipuflow." in log.read(1 << 16)
-    except OSError:
-        return False
+    return (directory / CONFIG_NAME).is_file()
 
 
-def _protected_reason(resolved: Path) -> str:
-    """Why `resolved` (an absolute path, symlinks resolved) must never be emptied, or ''."""
+def protected_reason(resolved: Path) -> str:
+    """Why `resolved` (an absolute path, symlinks resolved) must never be emptied or replaced, or ''
+    (`train --force` and `export-pretrained` both refuse these)."""
     if resolved == Path(resolved.anchor) or (resolved.is_dir() and os.path.ismount(resolved)):
         return "a filesystem root"
     homes = {Path(os.path.expanduser("~"))}
@@ -204,14 +209,23 @@ def remove_new_entries(directory: Path, before: Set[str]) -> None:
 
 def remove_if_empty(directory: Path) -> None:
     """Remove `directory` if it holds nothing but an unlocked lock file (a run directory this
-    command created and then left empty)."""
+    command created and then left empty); one that another process has locked meanwhile stays."""
+    from ipuflow.storage.run_lock import LockFileIsALink, RunDirectoryLocked
+
     if not directory.is_dir() or any(entry.name != LOCK_NAME for entry in directory.iterdir()):
         return
-    (directory / LOCK_NAME).unlink(missing_ok=True)
+    lock = RunDirectoryLock(directory)
     try:
+        lock.acquire()  # held while the file goes, so that no other process takes it in between
+    except (RunDirectoryLocked, LockFileIsALink, OSError):
+        return
+    try:
+        lock.path.unlink(missing_ok=True)
         directory.rmdir()
     except OSError:
         pass  # something appeared in it meanwhile: it stays
+    finally:
+        lock.release()
 
 
 def read_saved_config(path: Path) -> Params:
@@ -250,7 +264,7 @@ def _is_raised(key: str, old: Any, new: Any) -> bool:
     if old is _DEFAULT:
         import inspect
 
-        from ipuflow.training.gradient_descent_trainer import GradientDescentTrainer
+        from ipuflow.training.loop.gradient_descent_trainer import GradientDescentTrainer
 
         old = inspect.signature(GradientDescentTrainer.from_partial_objects).parameters["num_epochs"].default
     return isinstance(new, int) and isinstance(old, int) and new > old

@@ -24,8 +24,9 @@ from ipuflow.evaluation.postprocessor import Postprocessor
 from ipuflow.execution.executor import StepExecutor
 from ipuflow.experiment.report_to import with_tracker_callbacks
 from ipuflow.experiment.serialization_dir import VOCABULARY_DIR
+from ipuflow.experiment.vocabulary_sources import counted_for_vocabulary, non_padded_patterns, refuse_unseen_labels
 from ipuflow.models.model import Model
-from ipuflow.training.trainer import Trainer
+from ipuflow.training.loop.trainer import Trainer
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +46,7 @@ def seed_everything(random_seed: Optional[int], numpy_seed: Optional[int], pytor
 def check_executor_runs_optimizer(trainer_config: Dict[str, Any]) -> None:
     """Refuse, from the trainer config alone (before any data is read), an optimizer the configured
     executor cannot run (the poptorch executor converts only optimizers with a poptorch.optim twin)."""
-    from ipuflow.training.optimizers import Optimizer
+    from ipuflow.training.optim.optimizers import Optimizer
 
     executor_config = trainer_config.get("executor") or {}
     optimizer_config = trainer_config.get("optimizer") or {}
@@ -138,7 +139,8 @@ class TrainModel(Registrable):
         dataset_reader: reads `train_data_path` (and the other paths unless
             `validation_dataset_reader` is given).
         datasets_for_vocab_creation: which of train/validation/test the vocabulary is built from
-            (default: all that are given).
+            (default: the tokens of all that are given, the labels of the training data; a label
+            that only another dataset has is then an error naming it).
         evaluate_on_test: after training, score the best model on `test_data_path`.
         random_seed: seeds Python's `random` (null skips seeding); numpy_seed and pytorch_seed likewise.
         postprocessor: maps the outputs of a dataset's instances back to its examples and scores those
@@ -192,10 +194,12 @@ class TrainModel(Registrable):
             logger.info("Loaded the run's vocabulary from %s", vocab_dir)
         else:
             # Each columnar dataset counts its items as its instances would (from its stored counts).
-            vocab = vocabulary.construct(instances=[datasets[name] for name in for_vocab])
+            counted = counted_for_vocabulary(datasets, datasets_for_vocab_creation, non_padded_patterns(vocabulary.params))
+            vocab = vocabulary.construct(instances=counted)
             if is_primary():
                 vocab.save_to_files(str(vocab_dir))
 
+        refuse_unseen_labels(datasets, paths, vocab)
         built_model = model.construct(vocab=vocab, serialization_dir=serialization_dir)
         indexed = {name: dataset.indexed(vocab) for name, dataset in datasets.items()}
 

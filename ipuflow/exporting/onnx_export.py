@@ -16,6 +16,7 @@ import torch
 
 from ipuflow.config import ConfigurationError
 from ipuflow.execution.onnx_metadata import METADATA_KEY, OnnxInput, OnnxRecord, weights_digest
+from ipuflow.exporting.staged_output import publish, staged_output
 from ipuflow.torch_features import DYNAMO_ONNX_EXPORT, ONNX_EXPORTER_CHOICE, require_torch, torch_at_least
 
 logger = logging.getLogger(__name__)
@@ -381,7 +382,7 @@ def export_archive(archive_path: str, output: Union[str, Path], dynamic: bool = 
     int8 file at `quantized_tolerance` (default `QUANTIZED_TOLERANCE`), a fraction of each output's
     largest magnitude."""
     from ipuflow.exporting.weight_quantization import QUANTIZE_CHOICES, QUANTIZED_TOLERANCE
-    from ipuflow.experiment.archival import load_archive
+    from ipuflow.experiment.archive.archival import load_archive
 
     if quantize not in QUANTIZE_CHOICES:
         raise ConfigurationError(key="quantize", expected=f"one of {list(QUANTIZE_CHOICES)}", found=quantize)
@@ -404,11 +405,24 @@ def export_archive(archive_path: str, output: Union[str, Path], dynamic: bool = 
         exporters = ["dynamo", "torchscript"] if torch_at_least(DYNAMO_ONNX_EXPORT) else ["torchscript"]
     else:
         exporters = [exporter]
+    with staged_output(output) as staged:
+        report = _export_checked(model, batches[0], checked, staged, exporters, dynamic=dynamic, opset=opset,
+                                 tolerance=tolerance, optimize=optimize, quantize=quantize, int8_tolerance=int8_tolerance)
+        publish(staged, output)
+    report.path = output
+    return report
+
+
+def _export_checked(model: torch.nn.Module, sample: Mapping[str, torch.Tensor], checked: Sequence[Mapping[str, torch.Tensor]],
+                    output: Path, exporters: Sequence[str], dynamic: bool, opset: int, tolerance: float, optimize: str,
+                    quantize: str, int8_tolerance: float) -> ExportReport:
+    """Export to `output` with the first of `exporters` whose file passes the parity check (then the
+    fusions and int8 weights asked for, each checked too); a file that fails is removed."""
     failures: List[str] = []
     for index, name in enumerate(exporters):
         last = index == len(exporters) - 1
         try:
-            record = export_model(model, batches[0], output, dynamic=dynamic, opset=opset, exporter=name)
+            record = export_model(model, sample, output, dynamic=dynamic, opset=opset, exporter=name)
             fusions, fused_differences = _fuse(model, output, checked, record, tolerance, optimize)
             differences = fused_differences or check_parity(model, output, checked, record, tolerance)
         except (ExportError, ParityError) as error:
@@ -424,11 +438,7 @@ def export_archive(archive_path: str, output: Union[str, Path], dynamic: bool = 
                          "transformer_fusions": fusions}
         quantized = None
         if quantize == "int8":  # once the float graph passed: another exporter would not quantize better
-            try:
-                quantized = _quantize(model, output, checked, record, int8_tolerance)
-            except BaseException:  # a failure or Ctrl-C: no float file left where an int8 one was asked for
-                output.unlink(missing_ok=True)
-                raise
+            quantized = _quantize(model, output, checked, record, int8_tolerance)
             record.parity["int8_weights"] = {"max_relative_diff": quantized, "relative_tolerance": int8_tolerance}
         _rewrite_record(output, record)
         return ExportReport(output, record, differences, len(checked), failures, fusions, quantized)

@@ -6,7 +6,10 @@ from pathlib import Path
 from typing import Optional, Union
 
 from ipuflow.config import ConfigurationError
+from ipuflow.exporting.export_directory import EXPORT_MARKER, refuse_replacing, write_export_marker
 from ipuflow.storage.atomic import write_directory_atomically
+
+__all__ = ["EXPORT_MARKER", "export_pretrained"]
 
 
 def export_pretrained(archive: Union[str, Path], output: Union[str, Path], weights_file: Optional[Union[str, Path]] = None,
@@ -15,13 +18,15 @@ def export_pretrained(archive: Union[str, Path], output: Union[str, Path], weigh
     `label2id`) and its dataset reader's tokenizer into the directory `output`, which
     `transformers.AutoModelFor<Task>.from_pretrained` and `AutoTokenizer.from_pretrained` load.
 
-    The directory appears complete or not at all; an existing non-empty one is kept unless `overwrite`.
+    The directory appears complete or not at all, with `EXPORT_MARKER`. An existing non-empty one is
+    replaced only with `overwrite`, and only if it is an earlier export holding nothing else; a home,
+    a filesystem root, the working directory or one above it, and the archive's run directory are
+    always refused (see `refuse_replacing`).
     """
-    from ipuflow.experiment.archival import load_archive
+    from ipuflow.experiment.archive.archival import load_archive
 
     target = Path(output)
-    if target.exists() and (not target.is_dir() or any(target.iterdir())) and not overwrite:
-        raise ConfigurationError(f"{target} already exists and is not empty; choose another directory or pass --overwrite.")
+    refuse_replacing(target, Path(archive), overwrite)
     loaded = load_archive(archive, weights_file=weights_file)
     model = loaded.model
     if not callable(getattr(model, "save_pretrained", None)):
@@ -36,6 +41,7 @@ def export_pretrained(archive: Union[str, Path], output: Union[str, Path], weigh
         model.save_pretrained(directory)
         if callable(getattr(tokenizer, "save_pretrained", None)):
             tokenizer.save_pretrained(str(directory))  # type: ignore[union-attr]
+        write_export_marker(directory, str(archive))
 
     write_directory_atomically(target, write)
     return target

@@ -10,7 +10,7 @@ import shutil
 import stat
 import tempfile
 from pathlib import Path
-from typing import Any, Callable, List, Union
+from typing import Any, Callable, List, Optional, Union
 
 from ipuflow.storage.failures import disk_nearly_full, is_storage_failure, storage_failure
 
@@ -49,14 +49,19 @@ def write_atomically(path: Union[str, Path], write: Callable[[str], Any]) -> Non
         if full:
             raise storage_failure(error, path) from error
         raise
+    sync_directory(path.parent)
+
+
+def sync_directory(directory: Union[str, Path]) -> None:
+    """Flush `directory`'s entries to disk, so that a rename into it survives a power cut."""
     try:
-        directory = os.open(path.parent, os.O_RDONLY)
+        descriptor = os.open(directory, os.O_RDONLY)
     except OSError:  # some platforms cannot open directories; the rename is still atomic
         return
     try:
-        os.fsync(directory)
+        os.fsync(descriptor)
     finally:
-        os.close(directory)
+        os.close(descriptor)
 
 
 def link_atomically(source: Union[str, Path], path: Union[str, Path]) -> None:
@@ -103,23 +108,40 @@ def write_directory_atomically(path: Union[str, Path], write: Callable[[Path], A
     """Call ``write(temp_dir)`` for a temporary directory beside `path`, then rename it to `path`:
     the directory appears complete or not at all. An existing `path` is replaced (moved aside
     first, removed after)."""
-    path = Path(path)
+    path = Path(os.path.abspath(path))  # "." and ".." have no name to put aside
     temporary = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=_TEMPORARY_DIRECTORY_SUFFIX, dir=path.parent))
     try:
         write(temporary)
         for written in temporary.iterdir():
             with open(written, "rb+") as handle:
                 os.fsync(handle.fileno())
-        aside = None
-        if path.exists():
-            aside = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=_TEMPORARY_DIRECTORY_SUFFIX, dir=path.parent))
-            os.replace(path, aside / path.name)
-        os.replace(temporary, path)
+        aside = _move_aside(path)
+        try:
+            os.replace(temporary, path)
+        except BaseException:
+            if aside is not None:  # put the old directory back
+                os.replace(aside / path.name, path)
+                aside.rmdir()
+            raise
         if aside is not None:
             shutil.rmtree(aside)
     except BaseException:
         shutil.rmtree(temporary, ignore_errors=True)
         raise
+
+
+def _move_aside(path: Path) -> Optional[Path]:
+    """Move an existing `path` into a new temporary directory beside it (returned), or None if there
+    is nothing at `path`; the temporary directory does not outlive a failed move."""
+    if not path.exists() and not path.is_symlink():
+        return None
+    aside = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=_TEMPORARY_DIRECTORY_SUFFIX, dir=path.parent))
+    try:
+        os.replace(path, aside / path.name)
+    except BaseException:
+        aside.rmdir()
+        raise
+    return aside
 
 
 _TEMPORARY_DIRECTORY_SUFFIX = ".tmpdir"

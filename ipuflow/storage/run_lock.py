@@ -81,6 +81,19 @@ class RunDirectoryLock:
         self._file = file
         return self
 
+    def refuse_if_held_elsewhere(self) -> None:
+        """Raise `RunDirectoryLocked`, naming the holder, if another process holds the lock now;
+        nothing is taken, and no lock file is created where there is none."""
+        if self._file is not None or fcntl is None or not self.path.is_file():
+            return
+        with open_lock_file(self.path) as file:
+            try:
+                fcntl.flock(file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                file.seek(0)
+                raise RunDirectoryLocked(self._held_message(file.read())) from None
+            # Closing the file gives the probe's lock back.
+
     def release(self) -> None:
         """Give the lock back (the file stays; it is empty of meaning once unlocked)."""
         if self._file is not None:

@@ -8,7 +8,7 @@ from typing import Any, Dict, List, Optional, Union
 
 from ipuflow.training.callbacks.callback import TrainerCallback
 from ipuflow.training.events.event import TrainerEvent
-from ipuflow.training.metric_tracker import parse_validation_metric
+from ipuflow.training.state.metric_tracker import parse_validation_metric
 
 logger = logging.getLogger(__name__)
 

@@ -147,7 +147,7 @@ class SearchSpec:
             raise error.locate(f"{source}: ") from None
         metric = raw.get("metric")
         if metric is not None:
-            from ipuflow.training.metric_tracker import parse_validation_metric
+            from ipuflow.training.state.metric_tracker import parse_validation_metric
 
             try:
                 parse_validation_metric(metric)

@@ -89,7 +89,7 @@ class Search:
     @property
     def direction(self) -> str:
         """maximize or minimize, from the metric's sign (a list of metrics is a signed sum, maximised)."""
-        from ipuflow.training.metric_tracker import parse_validation_metric
+        from ipuflow.training.state.metric_tracker import parse_validation_metric
 
         tracked = parse_validation_metric(self.metric)
         implied = "minimize" if len(tracked) == 1 and tracked[0][0] < 0 else "maximize"
@@ -204,7 +204,7 @@ class Search:
         import optuna
 
         from ipuflow.experiment.run import train_model_from_file
-        from ipuflow.training.interruption import TrainingInterrupted
+        from ipuflow.training.state.interruption import TrainingInterrupted
         from ipuflow.tuning.pruning_callback import PRUNED_AT_ATTRIBUTE
 
         storage = study._storage  # the same RDB storage object the study writes through

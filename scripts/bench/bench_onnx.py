@@ -32,7 +32,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from ipuflow.experiment.archival import load_archive  # noqa: E402
+from ipuflow.experiment.archive.archival import load_archive  # noqa: E402
 from ipuflow.evaluation.inference import inference_executor_from_config, loader_from_config  # noqa: E402
 from ipuflow.execution.onnxruntime_executor import OnnxRuntimeExecutor  # noqa: E402
 from ipuflow.exporting.onnx_export import export_archive  # noqa: E402

@@ -30,7 +30,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from ipuflow.experiment.archival import load_archive  # noqa: E402
+from ipuflow.experiment.archive.archival import load_archive  # noqa: E402
 from ipuflow.plugins import import_builtin_components  # noqa: E402
 from ipuflow.evaluation.inference import inference_executor_from_config, micro_batch_size_from_config  # noqa: E402
 from ipuflow.predictors.batch_prediction import BatchPredictor, predict_lines  # noqa: E402

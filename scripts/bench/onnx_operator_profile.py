@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 from ipuflow.evaluation.inference import loader_from_config  # noqa: E402
 from ipuflow.execution.onnx_metadata import read_record  # noqa: E402
 from ipuflow.execution.onnxruntime_executor import OnnxSession  # noqa: E402
-from ipuflow.experiment.archival import load_archive  # noqa: E402
+from ipuflow.experiment.archive.archival import load_archive  # noqa: E402
 from ipuflow.exporting.onnx_export import export_archive  # noqa: E402
 
 MATRIX_PRODUCTS = {

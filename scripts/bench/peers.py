@@ -48,7 +48,7 @@ Usage:
   python scripts/bench/peers.py --lockstep --rounds 9 --steps 60 --warmup-steps 10 --threads 1
   python scripts/bench/peers.py --arch roberta --hidden 256 --layers 4 --heads 4
   python scripts/bench/peers.py --worker raw             # one worker, prints one JSON line
-Lightning, accelerate (for transformers.Trainer) come from /work/shared/bench/requirements-peers.txt
+Lightning, accelerate (for transformers.Trainer) come from scripts/bench/requirements-peers.txt
 (a separate virtualenv); a tool whose package is missing is reported and skipped.
 """
 import time
@@ -318,7 +318,7 @@ def run_raw(args, rec, clock):
     model = make_model(args)
     data, order = data_and_order(args)
     loader = torch_loader(args, data, order)
-    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0)
+    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0, foreach=False, fused=False)
     sched = peers_schedule(opt, args)
     rec["setup_s"] = time.perf_counter() - t
 
@@ -449,8 +449,8 @@ def run_ipuflow(args, rec, clock):
     from ipuflow.models import Model
     from ipuflow.training import Trainer
     from ipuflow.training.callbacks import TrainerCallback
-    from ipuflow.training.lr_schedulers import LearningRateScheduler
-    from ipuflow.training.lr_schedulers.update_schedules import UpdateFactorScheduler
+    from ipuflow.training.optim.lr_schedulers import LearningRateScheduler
+    from ipuflow.training.optim.lr_schedulers.update_schedules import UpdateFactorScheduler
     import ipuflow.execution.native  # noqa: F401
     rec["import_s"] = time.perf_counter() - T_PROC0
     t = time.perf_counter()
@@ -502,7 +502,8 @@ def run_ipuflow(args, rec, clock):
     trainer = Trainer.from_params(
         Params({
             "num_epochs": 1,
-            "optimizer": {"type": "adamw", "lr": args.lr, "weight_decay": 0.0},
+            # torch's single-tensor AdamW, as the hand loop's (ipuflow's default would be fused).
+            "optimizer": {"type": "adamw", "lr": args.lr, "weight_decay": 0.0, "fused": False, "foreach": False},
             "learning_rate_scheduler": schedule,
             "executor": {"type": "native", "device": "cpu", "max_grad_norm": 1.0},
             "callbacks": [{"type": "bench_clock"}],

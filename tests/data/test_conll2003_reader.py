@@ -83,6 +83,15 @@ def test_a_line_with_the_wrong_column_count_names_file_and_line(tmp_path):
         reader().read_columnar(path)
 
 
+def test_bytes_that_are_not_utf8_name_file_line_and_column(tmp_path):
+    """Issue 31.8: as the JSON readers do, not a bare UnicodeDecodeError (exit 1, no file or line)."""
+    path = tmp_path / "latin1.txt"
+    path.write_bytes(b"-DOCSTART- -X- -X- O\n\nEU NNP B-NP B-ORG\nCaf\xe9 NNP I-NP I-ORG\n")
+    for read in (reader().read, reader().read_columnar):
+        with pytest.raises(ConfigurationError, match=rf"{path}:4: not UTF-8 text .* at column 4"):
+            read(path)
+
+
 def test_bad_settings_name_their_key():
     with pytest.raises(ConfigurationError, match="tag_label"):
         reader(tag_label="sentiment")

@@ -11,7 +11,7 @@ import torch
 from ipuflow.config import ConfigurationError, Params
 from ipuflow.execution import PoptorchExecutor, StepExecutor
 from ipuflow.execution.ipu_config import resolve_placements
-from ipuflow.training.optimizers import Optimizer
+from ipuflow.training.optim.optimizers import Optimizer
 from tests.execution import fake_poptorch
 from tests.execution.executor_test_models import Regression, regression_batch
 from tests.execution.torch_capabilities import needs_cpu_half_kernels

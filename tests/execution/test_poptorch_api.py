@@ -178,7 +178,7 @@ def _exercise_the_executor() -> None:
         inference = executor.inference_executor()
         inference(regression_batch(4))
         executor.destroy()
-    from ipuflow.training.optimizers import LambOptimizer
+    from ipuflow.training.optim.optimizers import LambOptimizer
 
     model = Stack(layers=4)
     optimizer = LambOptimizer(list(model.named_parameters()), lr=0.01)

@@ -18,7 +18,7 @@ import torch
 from ipuflow.config import Params
 from ipuflow.execution import PoptorchExecutor
 from ipuflow.models.model import Model
-from ipuflow.training.optimizers import Optimizer
+from ipuflow.training.optim.optimizers import Optimizer
 from tests.execution import fake_poptorch
 from tests.execution.executor_test_models import Regression, regression_batch
 

@@ -64,7 +64,7 @@ def test_an_allennlp_type_name_with_another_meaning_says_what_to_write(tiny_data
 
 
 def build_optimizer(config):
-    from ipuflow.training.optimizers import Optimizer
+    from ipuflow.training.optim.optimizers import Optimizer
 
     model = torch.nn.Linear(2, 1)
     return Optimizer.from_params(Params(config), model_parameters=list(model.named_parameters()))

@@ -15,7 +15,7 @@ import pytest
 from ipuflow.commands.cli import run
 from ipuflow.config import ConfigurationError
 from ipuflow.data.tokenizers import regex as regex_tokenizer
-from ipuflow.experiment.archival import load_archive
+from ipuflow.experiment.archive.archival import load_archive
 
 from tests.experiment.test_archive_security import repack
 
@@ -104,9 +104,9 @@ def test_a_vocabulary_larger_than_the_weights_is_refused_before_it_is_read(train
 
 def test_a_mis_shaped_weight_tensor_is_a_config_error(trained_run, tmp_path, monkeypatch):
     """When the model cannot be built on the meta device, loading the weights still names the mismatch."""
-    from ipuflow.experiment import archive_sizes
+    from ipuflow.experiment.archive import sizes as archive_sizes
 
     monkeypatch.setattr(archive_sizes, "check_model_shapes", lambda *args: None)
-    monkeypatch.setattr("ipuflow.experiment.archival.check_model_shapes", lambda *args: None)
+    monkeypatch.setattr("ipuflow.experiment.archive.archival.check_model_shapes", lambda *args: None)
     with pytest.raises(ConfigurationError, match="the weights do not fit the model the config builds .*size mismatch"):
         load_archive(trained_run, overrides={"model.embedding_dim": 9})

@@ -16,8 +16,8 @@ import pytest
 import torch
 
 from ipuflow.commands.cli import run
-from ipuflow.experiment.archival import load_archive
-from ipuflow.experiment.archive_settings import inference_settings
+from ipuflow.experiment.archive.archival import load_archive
+from ipuflow.experiment.archive.settings import inference_settings
 
 from tests.experiment.test_archive_security import repack
 

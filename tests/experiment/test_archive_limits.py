@@ -15,8 +15,8 @@ import tarfile
 import pytest
 
 from ipuflow.commands.cli import run
-from ipuflow.experiment import archive_extraction
-from ipuflow.experiment.archive_extraction import MAX_MEMBERS
+from ipuflow.experiment.archive import extraction as archive_extraction
+from ipuflow.experiment.archive.extraction import MAX_MEMBERS
 
 
 def members_of(trained_run):
@@ -75,6 +75,21 @@ def test_a_long_member_name_is_refused_and_shown_cut(trained_run, tiny_data, tmp
     archive = write_gz(tmp_path / "long_name.tar.gz", tar_bytes(members_of(trained_run) + [file_member(name, b"x")]))
     code, err = refusal(capsys, archive, tiny_data)
     assert code == 2 and "longer than 1024 characters" in err and "5,011 characters" in err and len(err) < 2000, err
+
+
+@pytest.mark.parametrize("kind", ["link", "oversized"])
+def test_a_refused_members_name_is_shown_whole(kind, trained_run, tiny_data, tmp_path, capsys):
+    """Issue 31.8: a name within the name limit was cut, so the error no longer named the file."""
+    name = "pretrained/0/" + "deep/" * 40 + "the_member_to_look_at.json"
+    if kind == "link":
+        member = tarfile.TarInfo(name)
+        member.type, member.linkname = tarfile.SYMTYPE, "/etc/passwd"
+        planted = (member, None)
+    else:
+        planted = file_member(name, b" " * (archive_extraction.MAX_JSON_BYTES + 1))
+    archive = write_gz(tmp_path / "refused.tar.gz", tar_bytes(members_of(trained_run) + [planted]))
+    code, err = refusal(capsys, archive, tiny_data)
+    assert code == 2 and repr(name) in err, err
 
 
 def test_too_many_members_are_refused(trained_run, tiny_data, tmp_path, capsys):

@@ -7,6 +7,7 @@ import textwrap
 import pytest
 
 from ipuflow.commands.cli import run
+from ipuflow.torch_features import FUSED_OPTIMIZERS_ON_CPU, torch_at_least
 
 from tests.experiment.conftest import tiny_config
 
@@ -160,3 +161,14 @@ def test_a_poptorch_plan_without_poptorch_reads_the_ipu_config_file(tiny_data, t
     alias = write_config(tmp_path, tiny_config(tiny_data, executor=executor, num_gradient_accumulation_steps=3), "alias.json")
     assert dry_run(alias, tmp_path / "run") == 0
     assert json.loads(capsys.readouterr().out)["executor"]["gradient_accumulation"] == 3
+
+
+def test_the_dry_run_plan_shows_the_implementation_and_refuses_both_keys_true(tiny_data, tmp_path, capsys):
+    # Issue 32: the optimizer's implementation of the update (fused, foreach, single-tensor) is in the plan.
+    path = write_config(tmp_path, tiny_config(tiny_data))
+    assert dry_run(path, tmp_path / "run") == 0
+    fused_on_cpu = torch_at_least(FUSED_OPTIMIZERS_ON_CPU)
+    assert json.loads(capsys.readouterr().out)["optimizer"]["implementation"] == ("fused" if fused_on_cpu else "foreach")
+    overrides = json.dumps({"trainer.optimizer.fused": True, "trainer.optimizer.foreach": True})
+    assert dry_run(path, tmp_path / "run", "-o", overrides) == 2
+    assert "trainer.optimizer.fused: fused and foreach cannot both be true" in capsys.readouterr().err

@@ -8,7 +8,7 @@ import textwrap
 import pytest
 import torch
 
-from ipuflow.experiment.archival import load_archive
+from ipuflow.experiment.archive.archival import load_archive
 from ipuflow.commands.cli import run
 
 from tests.experiment.conftest import make_examples, write_jsonl

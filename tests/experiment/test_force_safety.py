@@ -119,3 +119,19 @@ def test_a_cache_lock_file_that_is_a_symlink_is_not_followed(tmp_path):
         with exclusive(tmp_path / "key.lock"):
             pass
     assert victim.read_text() == "precious"
+
+
+def test_force_refuses_a_folder_holding_an_extracted_archive_and_the_users_files(trained_run, tiny_config_file,
+                                                                                 tmp_path, capsys):
+    """Issue 31.8: the archive's meta.json (which records an ipuflow version) is not a run by itself."""
+    import tarfile
+
+    folder = tmp_path / "downloads"
+    folder.mkdir()
+    with tarfile.open(trained_run / "model.tar.gz") as archive:
+        archive.extractall(folder, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
+    assert (folder / "meta.json").is_file() and (folder / "config.json").is_file()
+    (folder / "paper.pdf").write_bytes(b"%PDF mine")
+    code, err = train(capsys, tiny_config_file, folder, "--force")
+    assert code == 2 and "not an ipuflow run directory" in err and "paper.pdf" in err, err
+    assert (folder / "paper.pdf").read_bytes() == b"%PDF mine" and (folder / "meta.json").is_file()

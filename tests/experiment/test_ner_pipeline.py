@@ -14,7 +14,7 @@ import torch
 
 from ipuflow.commands.cli import run
 from ipuflow.data.local_pretrained import resolve_local_pretrained
-from ipuflow.experiment.archival import load_archive
+from ipuflow.experiment.archive.archival import load_archive
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "data" / "conll2003" / "tiny.txt"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json")

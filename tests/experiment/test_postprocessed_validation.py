@@ -122,7 +122,7 @@ def test_a_killed_run_resumed_with_r_keeps_the_post_processed_best_and_ends_as_t
     directory = tmp_path / "run"
     # Killed after epoch 3's checkpoint: the best epoch so far (by grouped accuracy) must survive the resume.
     kill_after_epoch_3 = """
-        import ipuflow.training.checkpointer as checkpointer
+        import ipuflow.training.checkpoints.checkpointer as checkpointer
         save = checkpointer.Checkpointer.save_checkpoint
         def saved(self, *args, **kwargs):
             result = save(self, *args, **kwargs)

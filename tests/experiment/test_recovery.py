@@ -13,7 +13,7 @@ import pytest
 import safetensors.torch
 import torch
 
-from ipuflow.experiment.archival import load_archive
+from ipuflow.experiment.archive.archival import load_archive
 from ipuflow.commands.cli import run
 from ipuflow.config import ConfigurationError
 
@@ -176,7 +176,7 @@ def test_a_second_process_is_refused_naming_the_holder_and_a_crashed_holder_free
         assert holder.stdout.readline().strip() == "locked"
         before = snapshot(directory)
         for flag in ("-r", "--force"):
-            assert run(["train", str(tiny_config_file), "-s", str(directory), flag]) == 1
+            assert run(["train", str(tiny_config_file), "-s", str(directory), flag]) == 2  # a usage conflict
             error = " ".join(capsys.readouterr().err.split())
             assert f"process {holder.pid} on host {socket.gethostname()}" in error, error
             assert "Traceback" not in error
@@ -186,6 +186,34 @@ def test_a_second_process_is_refused_naming_the_holder_and_a_crashed_holder_free
         holder.wait()
     # The operating system released the killed holder's lock.
     assert run(["train", str(tiny_config_file), "-s", str(directory), "-r"]) == 0
+
+
+def test_the_loser_of_two_starts_on_a_new_directory_says_it_is_in_use(tiny_config_file, tmp_path, capsys):
+    """Issue 31.8: the winner holds the lock and has begun writing the run; the loser, which found
+    the directory not empty, must say why (in use), not suggest --recover or --force."""
+    from ipuflow.storage import RunDirectoryLock
+
+    directory = tmp_path / "new"
+    with RunDirectoryLock(directory):
+        (directory / "out.log").write_text("12:00:00 INFO ipuflow.experiment.run: starting\n")
+        (directory / "config.json").write_text(tiny_config_file.read_text())
+        before = snapshot(directory)
+        assert run(["train", str(tiny_config_file), "-s", str(directory)]) == 2
+        error = " ".join(capsys.readouterr().err.split())
+        assert "is in use by process" in error and "already exists" not in error, error
+        assert snapshot(directory) == before
+
+
+def test_an_empty_directory_is_not_removed_from_under_the_process_that_holds_its_lock(tmp_path):
+    from ipuflow.experiment.serialization_dir import remove_if_empty
+    from ipuflow.storage import LOCK_NAME, RunDirectoryLock
+
+    directory = tmp_path / "new"
+    with RunDirectoryLock(directory):
+        remove_if_empty(directory)  # what a loser that found no directory does on its way out
+        assert (directory / LOCK_NAME).is_file()
+    remove_if_empty(directory)
+    assert not directory.exists()
 
 
 # -- 17.9: non-UTF-8 data ------------------------------------------------------------------------
@@ -211,8 +239,8 @@ def test_non_utf8_data_names_the_file_and_the_line(tmp_path, reader, name, conte
 
 _SIGNAL_AT = {
     "start-up": ("ipuflow.experiment.train_model", "seed_everything"),
-    "test evaluation": ("ipuflow.training.gradient_descent_trainer", "score"),  # as the trainer scores the test set
-    "archiving": ("ipuflow.experiment.archival", "archive_model"),
+    "test evaluation": ("ipuflow.training.loop.gradient_descent_trainer", "score"),  # as the trainer scores the test set
+    "archiving": ("ipuflow.experiment.archive.archival", "archive_model"),
 }
 
 
@@ -280,7 +308,7 @@ _KILL_AT = {
     """,
     # Between an epoch-end checkpoint and linking the best weights to it (issue 17.2).
     "before linking the best weights": """
-        inject("ipuflow.training.best_weights", "link_atomically", before=kill_now)
+        inject("ipuflow.training.checkpoints.best_weights", "link_atomically", before=kill_now)
     """,
     # In the middle of epoch 2 (12 host calls per epoch), between checkpoints.
     "after host call 30": """

@@ -26,7 +26,7 @@ def first_validation(*args, **kwargs):
     calls.append(1)
     if len(calls) == 1:
         os.kill(os.getpid(), signal.SIGINT)
-inject("ipuflow.training.validation", "score", before=first_validation)
+inject("ipuflow.training.loop.validation", "score", before=first_validation)
 """)
     assert result.returncode == 1, result.stderr[-2000:]
     error = " ".join(result.stderr.split())

@@ -7,7 +7,7 @@ import textwrap
 import pytest
 import torch
 
-from ipuflow.experiment.archival import load_archive
+from ipuflow.experiment.archive.archival import load_archive
 from ipuflow.commands.cli import run
 from ipuflow.config import Params
 

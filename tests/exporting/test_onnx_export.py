@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 
-from ipuflow.experiment.archival import load_archive
+from ipuflow.experiment.archive.archival import load_archive
 from ipuflow.commands.cli import run
 from ipuflow.config import ConfigurationError
 from ipuflow.exporting.onnx_export import ExportError, ParityError, check_parity, export_model

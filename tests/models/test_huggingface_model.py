@@ -9,7 +9,7 @@ from ipuflow.data import Vocabulary
 from ipuflow.execution.native import NativeExecutor
 from ipuflow.models import IGNORE_LABEL, HuggingfaceModel, Model
 from ipuflow.models.huggingface.token_classification import word_starts
-from ipuflow.training.optimizers import Optimizer
+from ipuflow.training.optim.optimizers import Optimizer
 
 TINY_BERT = {
     "model_type": "bert", "vocab_size": 50, "hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 2,

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from ipuflow.storage import link_atomically, write_atomically, write_json_atomically
-from ipuflow.training.checkpointer import save_weights
+from ipuflow.training.checkpoints.checkpointer import save_weights
 
 
 def _mode(path: Path) -> int:

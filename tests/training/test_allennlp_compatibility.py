@@ -125,7 +125,7 @@ def test_a_pair_checkpoint_from_an_allennlp_style_trainer_saves_at_its_trainer_s
     import contextlib
 
     from ipuflow.training import Checkpointer, TrainerCheckpoint
-    from ipuflow.training.trainer import Trainer
+    from ipuflow.training.loop.trainer import Trainer
 
     class PairTrainer(Trainer):
         @contextlib.contextmanager

@@ -7,8 +7,8 @@ import torch
 
 from ipuflow.config import Params
 from ipuflow.training import Checkpointer, TrainerCheckpoint
-from ipuflow.training.checkpointer import CheckpointsUnreadable
-from ipuflow.training.trainer import Trainer
+from ipuflow.training.checkpoints.checkpointer import CheckpointsUnreadable
+from ipuflow.training.loop.trainer import Trainer
 
 
 class PositionOnlyTrainer(Trainer):

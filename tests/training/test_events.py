@@ -12,7 +12,7 @@ import torch
 from ipuflow.config import ConfigurationError
 from ipuflow.training import TrainerCallback, TrainingInterrupted
 from ipuflow.training.events import EVENTS
-from ipuflow.training.trainer_state import TrainerState
+from ipuflow.training.state.trainer_state import TrainerState
 from tests.training.test_trainer import build
 
 
@@ -233,7 +233,7 @@ def test_a_hook_with_the_old_positional_signature_is_refused_when_defined():
 
 
 def test_is_primary_follows_the_installed_check():
-    from ipuflow.training.trainer_state import is_primary, set_primary_check
+    from ipuflow.training.state.trainer_state import is_primary, set_primary_check
 
     callback = TrainerCallback("unused")
     assert callback.is_primary and is_primary()
@@ -246,7 +246,7 @@ def test_is_primary_follows_the_installed_check():
 
 
 def test_a_trainer_state_with_unknown_keys_is_refused_with_the_checkpoint_named(tmp_path):
-    from ipuflow.training.checkpoint_state import TRAINING_STATE_VERSION, restore_training_state
+    from ipuflow.training.checkpoints.training_state import TRAINING_STATE_VERSION, restore_training_state
 
     state = {"version": TRAINING_STATE_VERSION, "trainer_state": {**TrainerState().to_dict(), "from_the_future": 1}}
     with pytest.raises(ConfigurationError, match=r"checkpoint in runs/x holds no readable trainer state.*from_the_future"):

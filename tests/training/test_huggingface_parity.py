@@ -80,7 +80,7 @@ def test_wandb_project_comes_from_the_environment_unless_configured(tmp_path, mo
 def test_num_input_tokens_seen_and_total_flos_are_counted_as_hugging_face_counts_them(tiny_data, tmp_path):
     import torch
 
-    from ipuflow.experiment.archival import load_archive
+    from ipuflow.experiment.archive.archival import load_archive
 
     config = tiny_config(tiny_data, num_epochs=1)
     (tmp_path / "config.json").write_text(json.dumps(config))

@@ -4,7 +4,7 @@ import torch
 
 from ipuflow.config import ConfigurationError, Params
 from ipuflow.training import Optimizer
-from ipuflow.training.lamb import Lamb
+from ipuflow.training.optim.lamb import Lamb
 
 
 class ThreeLayers(torch.nn.Module):

@@ -7,8 +7,8 @@ import pytest
 import safetensors.torch
 import torch
 
-import ipuflow.training.best_weights as best_weights_module
-from ipuflow.training.best_weights import BestWeights
+import ipuflow.training.checkpoints.best_weights as best_weights_module
+from ipuflow.training.checkpoints.best_weights import BestWeights
 
 from tests.training.test_trainer import build, read_metrics
 

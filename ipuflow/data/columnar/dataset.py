@@ -7,7 +7,7 @@ import logging
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 import numpy
 import orjson
@@ -89,6 +89,25 @@ class ColumnarDataset(Sequence):
         other.__dict__.update(self.__dict__)
         other._lookups = {namespace: self._namespace_lookup(vocab, namespace) for namespace in self._types}
         return other
+
+    def first_unknown_label(self, vocab: "Vocabulary") -> Optional[Tuple[str, str, int]]:
+        """(namespace, label, index of the first instance holding it) for a label of a `LabelField`
+        namespace without an OOV token that `vocab` lacks, or None when it has them all."""
+        for field in self.fields:
+            namespace = field.get("namespace")
+            if field["kind"] != LABELS or namespace not in self._types or vocab.is_padded(namespace):
+                continue
+            known = vocab.get_token_to_index_vocabulary(namespace) if namespace in vocab.get_namespaces() else {}
+            types = self._types[namespace]
+            unknown = [type_id for type_id, label in enumerate(types) if label not in known]
+            if not unknown:
+                continue
+            values = self._arrays[field["name"]]["values"]
+            holding = numpy.flatnonzero(numpy.isin(values, unknown))
+            if holding.size:
+                index = int(holding[0])
+                return namespace, types[int(values[index])], index
+        return None
 
     def _namespace_lookup(self, vocab: "Vocabulary", namespace: str) -> numpy.ndarray:
         """The vocabulary ids of `namespace`'s stored types. Tags of token sequences (a namespace

@@ -13,6 +13,7 @@ from ipuflow.data.columnar.builder import JSON_VALUES, TOKEN_IDS, TOKENS
 from ipuflow.data.fields import Field, MetadataField, TextField
 from ipuflow.data.instance import Instance
 from ipuflow.data.readers.dataset_reader import RECORDS_PER_BATCH, DatasetReader
+from ipuflow.data.readers.text_lines import utf8_lines
 from ipuflow.data.tokenizers import PretrainedTransformerTokenizer, Tokenizer
 
 logger = logging.getLogger(__name__)
@@ -49,25 +50,25 @@ def read_conll_sentences(path: Path, num_columns: int, tag_column: Optional[int]
     a line without `num_columns` whitespace-separated columns is an error naming the file and line."""
     words: List[str] = []
     tags: List[str] = []
-    with open(path, encoding="utf-8") as file:
-        for line_number, line in enumerate(file, start=1):
-            columns = line.split()
-            if not columns:
-                if words:
-                    yield words, tags if tag_column is not None else None
-                    words, tags = [], []
-                continue
-            if columns[0] == DOCUMENT_START:
-                continue
-            if len(columns) != num_columns:
-                raise ConfigurationError(
-                    f"{path}:{line_number}: expected {num_columns} whitespace-separated columns (word, "
-                    f"part of speech, chunk and named-entity tags in CoNLL-2003), found {len(columns)}: "
-                    f"{line.strip()[:80]!r}. Set the reader's num_columns if the file has another layout."
-                )
-            words.append(columns[0])
-            if tag_column is not None:
-                tags.append(columns[tag_column])
+    # Decoded line by line, so that bytes that are not UTF-8 are an error naming the line and column.
+    for line_number, line in enumerate(utf8_lines(path), start=1):
+        columns = line.split()
+        if not columns:
+            if words:
+                yield words, tags if tag_column is not None else None
+                words, tags = [], []
+            continue
+        if columns[0] == DOCUMENT_START:
+            continue
+        if len(columns) != num_columns:
+            raise ConfigurationError(
+                f"{path}:{line_number}: expected {num_columns} whitespace-separated columns (word, "
+                f"part of speech, chunk and named-entity tags in CoNLL-2003), found {len(columns)}: "
+                f"{line.strip()[:80]!r}. Set the reader's num_columns if the file has another layout."
+            )
+        words.append(columns[0])
+        if tag_column is not None:
+            tags.append(columns[tag_column])
     if words:
         yield words, tags if tag_column is not None else None
 

@@ -4,23 +4,13 @@ unchanged on the trainer's one event dispatch: a callback that overrides them is
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, List, Tuple
+from typing import Any, Callable, List, Tuple
 
 from ipuflow.training.events.event import VALIDATION, TrainerEvent
-
-if TYPE_CHECKING:
-    from ipuflow.training.callbacks.callback import TrainerCallback
 
 ALLENNLP_HOOKS: Tuple[str, ...] = ("on_start", "on_backward", "on_batch", "on_epoch", "on_end")
 """AllenNLP 2.10 `TrainerCallback`'s hooks, each taking the trainer first (docs/training.md says
 which event calls each)."""
-
-
-def allennlp_hooks_of(callback: "TrainerCallback") -> List[str]:
-    """The AllenNLP hooks `callback`'s class overrides."""
-    from ipuflow.training.callbacks.callback import TrainerCallback
-
-    return [name for name in ALLENNLP_HOOKS if getattr(type(callback), name) is not getattr(TrainerCallback, name)]
 
 
 class BackwardAlreadyCalled(RuntimeError):
@@ -47,11 +37,11 @@ class AllenNlpHooksAdapter:
               "on_batch": ("on_step_end", "on_prediction_step"), "on_epoch": ("on_epoch_end",),
               "on_end": ("on_train_end",)}
 
-    def __init__(self, callback: "TrainerCallback", hooks: List[str]) -> None:
+    def __init__(self, callback: Any, hooks: List[str]) -> None:
         self.callback = callback
         self.hooks = hooks
 
-    def listeners(self) -> List[Tuple[str, object]]:
+    def listeners(self) -> List[Tuple[str, Callable[[TrainerEvent], None]]]:
         """(event name, listener) for every event one of the hooks needs."""
         events = {event for hook in self.hooks for event in self.EVENTS[hook]}
         return [(event, getattr(self, event)) for event in sorted(events)]

@@ -10,7 +10,7 @@ from ipuflow.training.callbacks.callback import TrainerCallback
 from ipuflow.training.events.event import VALIDATION, TrainerEvent
 
 if TYPE_CHECKING:
-    from ipuflow.training.gradient_descent_trainer import GradientDescentTrainer
+    from ipuflow.training.events.view import TrainerView
 
 
 class BatchCallback(Registrable):
@@ -18,7 +18,7 @@ class BatchCallback(Registrable):
 
     def __call__(
         self,
-        trainer: "GradientDescentTrainer",
+        trainer: "TrainerView",
         batch: Mapping[str, Any],
         outputs: Mapping[str, Any],
         batch_metrics: Optional[Dict[str, float]],

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import inspect
-from typing import TYPE_CHECKING, Any, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
 from ipuflow.config import Registrable
-from ipuflow.training.callbacks.allennlp_hooks import ALLENNLP_HOOKS
+from ipuflow.training.callbacks.allennlp_hooks import ALLENNLP_HOOKS, AllenNlpHooksAdapter
 from ipuflow.training.events.control import TrainerControl
-from ipuflow.training.events.event import TrainerEvent
-from ipuflow.training.trainer_state import is_primary
+from ipuflow.training.events.event import EVENTS, TrainerEvent
+from ipuflow.training.state.trainer_state import is_primary
 
 if TYPE_CHECKING:
-    from ipuflow.training.gradient_descent_trainer import GradientDescentTrainer
+    from ipuflow.training.events.view import TrainerView
 
 __all__ = ["TrainerCallback", "TrainerControl", "TrainerEvent"]
 
@@ -32,7 +32,7 @@ class TrainerCallback(Registrable):
 
     def __init__(self, serialization_dir: str) -> None:
         self.serialization_dir = serialization_dir
-        self.trainer: Optional["GradientDescentTrainer"] = None
+        self.trainer: Optional["TrainerView"] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -46,6 +46,15 @@ class TrainerCallback(Registrable):
                         f"{cls.__qualname__}.{name} must take (self, event): every TrainerCallback hook "
                         "receives one TrainerEvent (see docs/training.md, Callbacks)."
                     )
+
+    def listeners(self) -> List[Tuple[str, Callable[[TrainerEvent], None]]]:
+        """(event name, listener) for the dispatch: each event method the class overrides, then its
+        AllenNLP 2.10 hooks' listeners (after the callback's own listener of the same event).
+
+        Only overridden methods are listed, so that an event nobody listens to costs nothing."""
+        own = [(name, getattr(self, name)) for name in EVENTS if overrides(type(self), name)]
+        hooks = [name for name in ALLENNLP_HOOKS if overrides(type(self), name)]
+        return own + (AllenNlpHooksAdapter(self, hooks).listeners() if hooks else [])
 
     @property
     def is_primary(self) -> bool:
@@ -91,25 +100,25 @@ class TrainerCallback(Registrable):
 
     # AllenNLP 2.10's hooks: no-ops unless overridden (then `AllenNlpHooksAdapter` calls them).
 
-    def on_start(self, trainer: "GradientDescentTrainer", is_primary: bool = True, **kwargs: Any) -> None:
+    def on_start(self, trainer: "TrainerView", is_primary: bool = True, **kwargs: Any) -> None:
         """AllenNLP's: before training, also when resuming."""
         self.trainer = trainer
 
-    def on_backward(self, trainer: "GradientDescentTrainer", batch_outputs: Any, backward_called: bool,
+    def on_backward(self, trainer: "TrainerView", batch_outputs: Any, backward_called: bool,
                     **kwargs: Any) -> bool:
         """AllenNLP's: after each training host call, with `backward_called` True (the executor ran it)."""
         return False
 
-    def on_batch(self, trainer: "GradientDescentTrainer", batch_inputs: List[Any], batch_outputs: List[Any],
+    def on_batch(self, trainer: "TrainerView", batch_inputs: List[Any], batch_outputs: List[Any],
                  batch_metrics: Dict[str, Any], epoch: int, batch_number: int, is_training: bool,
                  is_primary: bool = True, batch_grad_norm: Optional[float] = None, **kwargs: Any) -> None:
         """AllenNLP's: after each training host call and each validation batch."""
 
-    def on_epoch(self, trainer: "GradientDescentTrainer", metrics: Dict[str, Any], epoch: int,
+    def on_epoch(self, trainer: "TrainerView", metrics: Dict[str, Any], epoch: int,
                  is_primary: bool = True, **kwargs: Any) -> None:
         """AllenNLP's: after each epoch."""
 
-    def on_end(self, trainer: "GradientDescentTrainer", metrics: Optional[Dict[str, Any]] = None,
+    def on_end(self, trainer: "TrainerView", metrics: Optional[Dict[str, Any]] = None,
                epoch: Optional[int] = None, is_primary: bool = True, **kwargs: Any) -> None:
         """AllenNLP's: when training ends, also after an error (`metrics` None)."""
 
@@ -119,3 +128,8 @@ class TrainerCallback(Registrable):
 
     def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
         """Restore what `state_dict` returned."""
+
+
+def overrides(cls: type, name: str) -> bool:
+    """Whether `cls` overrides `TrainerCallback`'s method `name`."""
+    return getattr(cls, name) is not getattr(TrainerCallback, name)

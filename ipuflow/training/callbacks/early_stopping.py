@@ -7,7 +7,7 @@ from typing import Any, Dict, List, Union
 
 from ipuflow.training.callbacks.callback import TrainerCallback
 from ipuflow.training.events.event import TrainerEvent
-from ipuflow.training.metric_tracker import MetricTracker
+from ipuflow.training.state.metric_tracker import MetricTracker
 
 logger = logging.getLogger(__name__)
 

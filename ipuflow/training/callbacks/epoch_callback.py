@@ -10,14 +10,14 @@ from ipuflow.training.callbacks.callback import TrainerCallback
 from ipuflow.training.events.event import TrainerEvent
 
 if TYPE_CHECKING:
-    from ipuflow.training.gradient_descent_trainer import GradientDescentTrainer
+    from ipuflow.training.events.view import TrainerView
 
 
 class EpochCallback(Registrable):
     """Called once before training with ``epoch=-1`` and ``metrics={}``, then after every epoch."""
 
     def __call__(
-        self, trainer: "GradientDescentTrainer", metrics: Dict[str, Any], epoch: int, is_primary: bool = True
+        self, trainer: "TrainerView", metrics: Dict[str, Any], epoch: int, is_primary: bool = True
     ) -> None:
         """Handle the end of `epoch`."""
         raise NotImplementedError

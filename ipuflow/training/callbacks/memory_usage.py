@@ -14,7 +14,7 @@ from ipuflow.training.callbacks.batch_callback import BatchCallback
 if TYPE_CHECKING:
     from torch.utils.tensorboard import SummaryWriter
 
-    from ipuflow.training.gradient_descent_trainer import GradientDescentTrainer
+    from ipuflow.training.events.view import TrainerView
 
 
 def cpu_memory_mb() -> Dict[str, float]:
@@ -57,7 +57,7 @@ class TensorBoardMemoryUsage(BatchCallback):
 
     def __call__(
         self,
-        trainer: "GradientDescentTrainer",
+        trainer: "TrainerView",
         batch: Mapping[str, Any],
         outputs: Mapping[str, Any],
         batch_metrics: Optional[Dict[str, float]],

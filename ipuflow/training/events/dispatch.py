@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Type, Union
+from typing import Any, Dict, List, Optional, Sequence, Type, Union
 
 from ipuflow.training.events.event import EVENTS, TrainerEvent
-
-if TYPE_CHECKING:
-    from ipuflow.training.callbacks.callback import TrainerCallback
-    from ipuflow.training.gradient_descent_trainer import GradientDescentTrainer
+from ipuflow.training.events.view import Listener, TrainerView
 
 
 class EventDispatch:
@@ -18,30 +15,21 @@ class EventDispatch:
     to builds no event object, so the per-host-call events cost nothing when unused.
     """
 
-    def __init__(self, trainer: "GradientDescentTrainer", callbacks: List["TrainerCallback"]) -> None:
+    def __init__(self, trainer: TrainerView, callbacks: Sequence[Listener]) -> None:
         self._trainer = trainer
-        self.callbacks: List["TrainerCallback"] = []
+        self.callbacks: List[Listener] = []
         self._listeners: Dict[str, List[Any]] = {name: [] for name in EVENTS}
         for callback in callbacks:
             self.add(callback)
 
-    def add(self, callback: "TrainerCallback") -> None:
-        """Append a callback: it hears every later event."""
-        # Imported here: the callback module imports the event module, which this package provides.
-        from ipuflow.training.callbacks.allennlp_hooks import AllenNlpHooksAdapter, allennlp_hooks_of
-        from ipuflow.training.callbacks.callback import TrainerCallback
-
+    def add(self, callback: Listener) -> None:
+        """Append a callback: it hears every later event it lists in `listeners()`."""
         callback.trainer = self._trainer
         self.callbacks.append(callback)
-        for name in EVENTS:
-            if getattr(type(callback), name) is not getattr(TrainerCallback, name):
-                self._listeners[name].append(getattr(callback, name))
-        hooks = allennlp_hooks_of(callback)
-        if hooks:  # AllenNLP 2.10's hooks, after the callback's own listener of the same event
-            for name, listener in AllenNlpHooksAdapter(callback, hooks).listeners():
-                self._listeners[name].append(listener)
+        for name, listener in callback.listeners():
+            self._listeners[name].append(listener)
 
-    def remove(self, callback: "TrainerCallback") -> None:
+    def remove(self, callback: Listener) -> None:
         """Take `callback` (and its AllenNLP hooks' listeners) off the dispatch."""
         self.callbacks.remove(callback)
         for name, listeners in self._listeners.items():
@@ -67,16 +55,16 @@ class CallbackList:
     _events: EventDispatch
 
     @property
-    def callbacks(self) -> List["TrainerCallback"]:
+    def callbacks(self) -> List[Listener]:
         """Every callback on the dispatch: the configured ones, the defaults, then the adapters of
         `batch_callbacks` and `epoch_callbacks`."""
         return self._events.callbacks
 
-    def add_callback(self, callback: "TrainerCallback") -> None:
+    def add_callback(self, callback: Listener) -> None:
         """Add a callback after construction (it hears every later event)."""
         self._events.add(callback)
 
-    def pop_callback(self, callback: Union["TrainerCallback", Type["TrainerCallback"]]) -> Optional["TrainerCallback"]:
+    def pop_callback(self, callback: Union[Listener, Type[Listener]]) -> Optional[Listener]:
         """Remove and return `callback`, or the first callback of that class (None if there is none)."""
         found = next((candidate for candidate in self._events.callbacks
                       if candidate is callback or (isinstance(callback, type) and isinstance(candidate, callback))), None)
@@ -84,6 +72,6 @@ class CallbackList:
             self._events.remove(found)
         return found
 
-    def remove_callback(self, callback: Union["TrainerCallback", Type["TrainerCallback"]]) -> None:
+    def remove_callback(self, callback: Union[Listener, Type[Listener]]) -> None:
         """Remove `callback`, or the first callback of that class (nothing if there is none)."""
         self.pop_callback(callback)

@@ -6,12 +6,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Tuple
 
 from ipuflow.training.events.control import TrainerControl
-from ipuflow.training.trainer_state import TrainerState, is_primary
+from ipuflow.training.state.trainer_state import TrainerState, is_primary
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from ipuflow.training.gradient_descent_trainer import GradientDescentTrainer
+    from ipuflow.training.events.view import TrainerView
 
 EVENTS = (
     "on_init_end",
@@ -46,7 +46,7 @@ class TrainerEvent:
     """
 
     name: str
-    trainer: "GradientDescentTrainer"
+    trainer: "TrainerView"
     state: TrainerState
     control: TrainerControl
     epoch: Optional[int] = None

@@ -19,7 +19,7 @@ from ipuflow.training.events import TrainerEvent
 from ipuflow.torch_features import TRANSFORMERS_FOR_CALLBACKS, require_transformers
 
 if TYPE_CHECKING:
-    from ipuflow.training.gradient_descent_trainer import GradientDescentTrainer
+    from ipuflow.training.events.view import TrainerView
 
 logger = logging.getLogger(__name__)
 
@@ -101,7 +101,7 @@ class HuggingFaceCallback(TrainerCallback):
 
     # -- the Trainer's arguments -----------------------------------------------------------
 
-    def training_arguments(self, trainer: "GradientDescentTrainer") -> Any:
+    def training_arguments(self, trainer: "TrainerView") -> Any:
         """The `TrainingArguments` the callback sees (built once, from the trainer's configuration)."""
         if self._args is None:
             self._args = build_training_arguments(arguments_of_run(trainer), self._training_args_overrides,

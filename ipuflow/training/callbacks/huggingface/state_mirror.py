@@ -6,7 +6,7 @@ from __future__ import annotations
 import operator
 from typing import Any, Dict, List, Mapping, Optional
 
-from ipuflow.training.trainer_state import TrainerState
+from ipuflow.training.state.trainer_state import TrainerState
 
 # ipuflow's log keys whose Hugging Face names differ.
 _LOG_NAMES = {"lr": "learning_rate"}

@@ -15,12 +15,15 @@ from __future__ import annotations
 import dataclasses
 import os
 from types import SimpleNamespace
-from typing import Any, Dict, Mapping
+from typing import TYPE_CHECKING, Any, Dict, Mapping
 
 import torch
 
 from ipuflow.config import ConfigurationError
 from ipuflow.config.errors import did_you_mean
+
+if TYPE_CHECKING:
+    from ipuflow.training.events.view import TrainerView
 
 # Fields whose values transformers converts from strings to enums in `__post_init__`.
 _INTERVAL_FIELDS = ("eval_strategy", "evaluation_strategy", "logging_strategy")
@@ -106,8 +109,8 @@ def _transformers_version() -> str:
     return str(transformers.__version__)
 
 
-def arguments_of_run(trainer: Any) -> Dict[str, Any]:
-    """The `TrainingArguments` values that describe `trainer`'s run (a `GradientDescentTrainer`):
+def arguments_of_run(trainer: "TrainerView") -> Dict[str, Any]:
+    """The `TrainingArguments` values that describe `trainer`'s run:
     epochs, limits, batch sizes, learning rate, intervals and strategies, the best-model metric."""
     state = trainer.state
     options = getattr(trainer.executor, "options", None)

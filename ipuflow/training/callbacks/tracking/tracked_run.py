@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Dict, Mapping, Optional
 
 from ipuflow.storage import write_json_atomically
-from ipuflow.training.interruption import TrainingInterrupted
+from ipuflow.training.state.interruption import TrainingInterrupted
 
 logger = logging.getLogger(__name__)
 

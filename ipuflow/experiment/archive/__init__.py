@@ -1,0 +1,1 @@
+"""The model archive: writing `model.tar.gz`, extracting and loading it, and the checks on what it holds."""
