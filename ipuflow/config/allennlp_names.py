@@ -40,8 +40,8 @@ ALLENNLP_KEYS: Dict[Tuple[str, str], str] = {
     ("Trainer", "run_confidence_checks"): "ipuflow runs no confidence checks. Delete the key.",
     ("Trainer", "run_sanity_checks"): "ipuflow runs no sanity checks. Delete the key.",
     ("DataLoader", "batch_sampler"):
-        "ipuflow's loader makes fixed-shape batches: `batch_size` with `shuffle`, and `length_buckets` in place of "
-        "a bucket sampler's sorting by length.",
+        "ipuflow's loader takes `batch_size` with `shuffle`; for AllenNLP's bucket sampler set "
+        "`length_grouping: \"bucket\"` with its `sorting_keys` and `padding_noise`.",
     ("DataLoader", "max_instances_in_memory"): "ipuflow's datasets are memory-mapped. Delete the key.",
     ("DataLoader", "cuda_device"): "the device is trainer.executor.device in ipuflow.",
     ("DataLoader", "batches_per_epoch"): "ipuflow's epochs go through the whole dataset; trainer.max_steps ends "
@@ -58,8 +58,9 @@ ALLENNLP_KEYS: Dict[Tuple[str, str], str] = {
 # differs enough that it is not registered as an alias.
 ALLENNLP_TYPES: Dict[Tuple[str, str], str] = {
     ("DataLoader", "multiprocess"):
-        "AllenNLP's loader; ipuflow's is \"fixed_shape\" (the default: leave \"type\" out), which pads to "
-        "fixed shapes and drops the last incomplete batch unless drop_last is false.",
+        "AllenNLP's loader; ipuflow's is \"fixed_shape\" (the default: leave \"type\" out), which pads each "
+        "batch as the executor needs (to its own longest list, or to fixed shapes for a compiled executor) and "
+        "drops the last incomplete batch unless drop_last is false.",
     ("DataLoader", "simple"): "AllenNLP's loader; ipuflow's is \"fixed_shape\" (the default: leave \"type\" out).",
     ("Seq2VecEncoder", "boe"):
         "AllenNLP's bag of embeddings is ipuflow's \"bag_of_embeddings\", which averages by default (AllenNLP's "

@@ -132,26 +132,50 @@ def pack_fields(instances: Sequence[Mapping[str, Any]]) -> List[PackedField]:
     return packed
 
 
-class Collator:
-    """Gathers packed fields into a combined batch of fixed shape.
+PADDINGS = ("longest", "fixed")
+"""How token-id lists are padded: to the batch's own longest list, or to fixed shapes."""
 
-    Token-id lists are padded with 0 (and truncated) to `max_length`, to the smallest of
-    `length_buckets` that holds the batch's longest list (the largest bucket truncates), or, with
-    neither, to the longest list in the data set; each gets a bool ``<name>_mask``.
+
+class Collator:
+    """Gathers packed fields into a combined batch.
+
+    Token-id lists are padded with 0 (and truncated), each with a bool ``<name>_mask``:
+
+    * `padding` "fixed": to `max_length`, to the smallest of `length_buckets` that holds the batch's
+      longest list (the largest bucket truncates), or, with neither, to the longest list in the data set;
+    * `padding` "longest": to the batch's longest list rounded up to a multiple of `pad_to_multiple_of`
+      (so few distinct shapes arise), truncated at `max_length` (or the largest bucket).
     """
 
-    def __init__(self, fields: List[PackedField], max_length: Optional[int], length_buckets: Optional[List[int]]) -> None:
+    def __init__(self, fields: List[PackedField], max_length: Optional[int], length_buckets: Optional[List[int]],
+                 padding: str = "fixed", pad_to_multiple_of: int = 1) -> None:
         self.fields = fields
         self.max_length = max_length
         self.length_buckets = sorted(length_buckets) if length_buckets else None
+        self.padding = padding
+        self.pad_to_multiple_of = pad_to_multiple_of
         self._dataset_longest = {
             field.name: max(1, int(field.lengths.max()) if len(field.lengths) else 1)  # type: ignore[union-attr,arg-type]
             for field in fields
             if field.kind == INT_SEQUENCE
         }
 
+    @property
+    def truncation(self) -> Optional[int]:
+        """The length token-id lists are cut at: `max_length`, else the largest bucket, else none."""
+        if self.max_length is not None:
+            return self.max_length
+        return self.length_buckets[-1] if self.length_buckets else None
+
     def padded_length(self, field: PackedField, indices: numpy.ndarray) -> int:
         """The padded length of `field` for a batch of `indices`."""
+        if self.padding == "longest":
+            longest = int(field.lengths[indices].max()) if len(indices) else 0  # type: ignore[index]
+            multiple = self.pad_to_multiple_of
+            # At least one multiple: a batch of empty lists still gets a sequence axis to attend over.
+            length = max(-(-longest // multiple) * multiple, multiple)
+            limit = self.truncation
+            return length if limit is None else min(length, limit)
         if self.max_length is not None:
             return self.max_length
         if self.length_buckets is not None:
@@ -162,8 +186,12 @@ class Collator:
             return self.length_buckets[-1]
         return self._dataset_longest[field.name]
 
+    def batch_lengths(self, indices: numpy.ndarray) -> Dict[str, int]:
+        """The padded length of every token-id field for a batch of `indices`."""
+        return {field.name: self.padded_length(field, indices) for field in self.fields if field.kind == INT_SEQUENCE}
+
     def sequence_lengths(self) -> List[Dict[str, int]]:
-        """Every combination of padded lengths that batches can have, one dict per combination."""
+        """Every combination of padded lengths that fixed-shape batches can have, one dict per combination."""
         sequences = [field.name for field in self.fields if field.kind == INT_SEQUENCE]
         if self.max_length is not None or self.length_buckets is None:
             return [{name: self.max_length or self._dataset_longest[name] for name in sequences}]

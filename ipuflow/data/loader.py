@@ -1,4 +1,5 @@
-"""The data loader: indexed instances → combined batches of fixed shape, one per executor host call."""
+"""The data loader: indexed instances → combined batches, one per executor host call, padded to the
+batch's own longest list or to fixed shapes, as the executor needs."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ import torch
 
 from ipuflow.config import ConfigurationError, Registrable
 from ipuflow.config import validators
-from ipuflow.data.collate import INT_SEQUENCE, Collator, pack_fields
+from ipuflow.data.collate import INT_SEQUENCE, PADDINGS, Collator, pack_fields
+from ipuflow.data.length_grouping import LENGTH_GROUPINGS, grouped_order
 from ipuflow.distributed.replicas import replica_positions
 
 logger = logging.getLogger(__name__)
@@ -86,6 +88,20 @@ class DataLoader(Registrable):
         """Select the epoch, which (with the seed) fixes the shuffled order."""
         raise NotImplementedError
 
+    def set_fixed_shapes(self, reason: Optional[str]) -> None:
+        """Fit the padding to the executor: `reason` says why it needs fixed input shapes, None when it
+        runs any sequence length (`executor.prepare` calls this). A loader that pads to fixed shapes
+        whatever the executor needs leaves this as it is."""
+
+    @property
+    def pads_to_longest(self) -> bool:
+        """Whether each combined batch is padded to its own longest list (lengths vary between batches)."""
+        return False
+
+    def padding_plan(self) -> Dict[str, Any]:
+        """How token-id lists are padded, for the `--dry-run` plan and the log."""
+        return {"padding": "fixed"}
+
     def __len__(self) -> int:
         """Combined batches (host calls) per epoch."""
         raise NotImplementedError
@@ -137,6 +153,18 @@ def _require_instances(instances: Any) -> None:
         )
 
 
+def _check_lengths(max_length: Optional[int], length_buckets: Optional[List[int]]) -> None:
+    validators.positive_int("max_length", max_length, optional=True)
+    if length_buckets is not None:
+        if max_length is not None:
+            raise ConfigurationError(
+                "give either max_length or length_buckets, not both "
+                f"(found max_length={max_length}, length_buckets={length_buckets}).",
+                key="length_buckets",
+            )
+        validators.positive_ints("length_buckets", length_buckets)
+
+
 class _CombinedBatches(torch.utils.data.Dataset):
     """One epoch's combined batches as a dataset, so torch's worker processes can collate them."""
 
@@ -156,11 +184,22 @@ class _CombinedBatches(torch.utils.data.Dataset):
 
 @DataLoader.register("fixed_shape")
 class FixedShapeDataLoader(DataLoader):
-    """Pads token-id lists to a fixed `max_length` (or the nearest of a few `length_buckets`) and
-    cuts the data into combined batches of one size.
+    """Cuts the data into combined batches of one size and pads token-id lists, by `padding`:
+
+    * ``auto`` (default): what the executor needs, set by `executor.prepare`: ``longest`` for the
+      native executor running eagerly, ``fixed`` for one that compiles for fixed shapes (poptorch,
+      native with `compile`, ONNX Runtime); ``fixed`` until an executor prepares the loader;
+    * ``longest``: each combined batch to its own longest list, rounded up to a multiple of
+      `pad_to_multiple_of`; `max_length` (or the largest of `length_buckets`) truncates;
+    * ``fixed``: to `max_length`, to the nearest of a few `length_buckets`, or to the longest list
+      of the data set.
+
+    Other settings:
 
     * `shuffle`: a new order each epoch from a generator seeded with (`seed`, epoch), so a resumed
-      run sees the same order;
+      run sees the same order; with `length_grouping` (``bucket``: AllenNLP's bucket sampler, by
+      `sorting_keys` with `padding_noise`; ``group_by_length``: the Hugging Face Trainer's) the
+      shuffled epoch is ordered so that each combined batch holds lists of similar length;
     * `drop_last` (default true, as poptorch): drop the last incomplete combined batch;
     * `pad_on_batch_axis`: keep it instead, padded to full size with rows the model skips (int
       scalar fields set to -100); this wins over `drop_last`;
@@ -178,21 +217,28 @@ class FixedShapeDataLoader(DataLoader):
         pad_on_batch_axis: bool = False,
         max_length: Optional[int] = None,
         length_buckets: Optional[List[int]] = None,
+        padding: str = "auto",
+        pad_to_multiple_of: int = 8,
+        length_grouping: Optional[str] = None,
+        sorting_keys: Optional[List[str]] = None,
+        padding_noise: float = 0.1,
         num_workers: int = 0,
         seed: int = 0,
     ) -> None:
+        """padding: auto (what the executor needs), longest (each batch to its own longest list) or fixed.
+        pad_to_multiple_of: under longest padding, round each batch's length up to a multiple of this.
+        length_grouping: with shuffle, batch lists of similar length: bucket (AllenNLP) or group_by_length (Trainer).
+        sorting_keys: the token-id fields whose lengths group instances (default: the one with the longest lists).
+        padding_noise: bucket grouping: each length is varied by up to this fraction of itself before sorting.
+        """
         validators.positive_int("batch_size", batch_size)
         validators.non_negative_int("num_workers", num_workers)
         validators.non_negative_int("seed", seed)
-        validators.positive_int("max_length", max_length, optional=True)
-        if length_buckets is not None:
-            if max_length is not None:
-                raise ConfigurationError(
-                    "give either max_length or length_buckets, not both "
-                    f"(found max_length={max_length}, length_buckets={length_buckets}).",
-                    key="length_buckets",
-                )
-            validators.positive_ints("length_buckets", length_buckets)
+        _check_lengths(max_length, length_buckets)
+        validators.choice("padding", padding, ("auto",) + PADDINGS)
+        validators.positive_int("pad_to_multiple_of", pad_to_multiple_of)
+        validators.choice("length_grouping", length_grouping, LENGTH_GROUPINGS, optional=True)
+        validators.non_negative_number("padding_noise", padding_noise)
         _require_instances(instances)
         self.batch_size = batch_size
         self.shuffle = shuffle
@@ -200,13 +246,86 @@ class FixedShapeDataLoader(DataLoader):
         self.pad_on_batch_axis = pad_on_batch_axis
         self.num_workers = num_workers
         self.seed = seed
+        self.padding = padding
+        self.length_grouping = length_grouping
+        self.padding_noise = padding_noise
         self._size = len(instances)
-        self._collator = Collator(pack_fields(instances), max_length, list(length_buckets) if length_buckets else None)
+        self._collator = Collator(pack_fields(instances), max_length, list(length_buckets) if length_buckets else None,
+                                  "longest" if padding == "longest" else "fixed", pad_to_multiple_of)
+        self.sorting_keys = self._sorting_keys(sorting_keys)
+        self._shapes_reason: Optional[str] = None
+        self._fitted = False
         self._factor = 1
         self._epoch = 0
         self._warned_short_batch = False
         self._replica, self._replicas = 0, 1
         self._positions: Dict[int, numpy.ndarray] = {}
+
+    def _sorting_keys(self, sorting_keys: Optional[List[str]]) -> Optional[List[str]]:
+        """The fields `length_grouping` sorts by: the given ones, checked to be token-id lists, or the
+        token-id field with the most tokens (AllenNLP guesses the longest field alike)."""
+        sequences = {field.name: field for field in self._collator.fields if field.kind == INT_SEQUENCE}
+        if self.length_grouping is None:
+            if sorting_keys is not None:
+                raise ConfigurationError("sorting_keys orders batches by length only with length_grouping "
+                                         "(\"bucket\" or \"group_by_length\"); set one, or delete sorting_keys.",
+                                         key="sorting_keys")
+            return None
+        if not sequences:
+            raise ConfigurationError(key="length_grouping", expected="instances with a token-id list field to group by",
+                                     found=self.length_grouping)
+        if sorting_keys is None:
+            return [max(sequences, key=lambda name: int(sequences[name].lengths.sum()))]  # type: ignore[union-attr]
+        if not sorting_keys or any(key not in sequences for key in sorting_keys):
+            raise ConfigurationError(key="sorting_keys", expected=f"a non-empty list of token-id fields ({', '.join(sequences)})",
+                                     found=sorting_keys)
+        return list(sorting_keys)
+
+    def set_fixed_shapes(self, reason: Optional[str]) -> None:
+        """Fit the padding to the executor: `reason` says why it needs fixed input shapes, None when it
+        runs any sequence length. ``auto`` padding follows it; ``longest`` with fixed shapes is an error."""
+        if reason is not None and self.padding == "longest":
+            raise ConfigurationError(
+                f"\"longest\" gives every batch its own length, but {reason}. Set padding to \"auto\" or "
+                "\"fixed\" (with max_length or length_buckets), or use the native executor without compile.",
+                key="padding",
+            )
+        before = self._collator.padding
+        self._shapes_reason = reason
+        if self.padding == "auto":
+            self._collator.padding = "fixed" if reason is not None else "longest"
+        if self._collator.padding != before or not self._fitted:
+            self._fitted = True
+            logger.info("Padding token-id lists: %s", self.padding_plan())
+
+    @property
+    def pads_to_longest(self) -> bool:
+        """Whether each combined batch is padded to its own longest list (lengths vary between batches)."""
+        return self._collator.padding == "longest"
+
+    def padding_plan(self) -> Dict[str, Any]:
+        """How token-id lists are padded (and why), for the `--dry-run` plan and the log."""
+        collator = self._collator
+        plan: Dict[str, Any] = {"padding": collator.padding, "configured": self.padding}
+        if collator.padding == "longest":
+            plan["pad_to_multiple_of"] = collator.pad_to_multiple_of
+            plan["truncate_at"] = collator.truncation
+        elif collator.max_length is not None:
+            plan["max_length"] = collator.max_length
+        elif collator.length_buckets is not None:
+            plan["length_buckets"] = collator.length_buckets
+        else:
+            plan["max_length"] = "the longest list in the data set"
+        if self.padding != "auto":
+            plan["because"] = "data_loader.padding is set"
+        elif not self._fitted:
+            plan["because"] = "no executor has prepared the loader yet"
+        else:
+            plan["because"] = self._shapes_reason or "the executor runs any sequence length"
+        if self.length_grouping is not None:
+            plan["length_grouping"] = self.length_grouping if self.shuffle else f"{self.length_grouping} (off: shuffle is false)"
+            plan["sorting_keys"] = self.sorting_keys
+        return plan
 
     def shape_samples(self) -> List[Batch]:
         """One combined batch of each shape this loader can yield (one per length bucket), for
@@ -214,7 +333,10 @@ class FixedShapeDataLoader(DataLoader):
         rows = self.combined_batch_size
         if self._size < rows and not self.pad_on_batch_axis:
             return []  # drop_last leaves no batch; without it the only batch is short and rejected anyway
-        indices, rows = self._replica_rows(numpy.arange(min(self._size, rows)), rows)
+        combined = numpy.arange(min(self._size, rows))
+        indices, rows = self._replica_rows(combined, rows)
+        if self.pads_to_longest:  # the executor takes any length: one sample fixes the rest of the input spec
+            return [self._collator(indices, rows, self._collator.batch_lengths(combined))]
         return [self._collator(indices, rows, lengths) for lengths in self._collator.sequence_lengths()]
 
     def with_instances(self, instances: Sequence[Mapping[str, Any]]) -> "FixedShapeDataLoader":
@@ -222,7 +344,9 @@ class FixedShapeDataLoader(DataLoader):
         _require_instances(instances)
         other = copy.copy(self)
         other._size = len(instances)
-        other._collator = Collator(pack_fields(instances), self._collator.max_length, self._collator.length_buckets)
+        collator = self._collator
+        other._collator = Collator(pack_fields(instances), collator.max_length, collator.length_buckets,
+                                   collator.padding, collator.pad_to_multiple_of)
         other._warned_short_batch = False
         return other
 
@@ -265,13 +389,14 @@ class FixedShapeDataLoader(DataLoader):
         self._replica, self._replicas = replica, replicas
         self._positions = {}
 
-    def _bucket_lengths(self, indices: numpy.ndarray) -> Optional[Dict[str, int]]:
-        """With length buckets, the padded lengths the whole combined batch `indices` gets, so that
-        every replica pads its rows as one process would; None otherwise."""
+    def _combined_lengths(self, indices: numpy.ndarray) -> Optional[Dict[str, int]]:
+        """Under several replicas, with lengths that depend on the batch (length buckets or padding to
+        the longest), the padded lengths of the whole combined batch `indices`, so that every replica
+        pads its rows as one process would; None otherwise."""
         collator = self._collator
-        if self._replicas == 1 or collator.length_buckets is None:
+        if self._replicas == 1 or (collator.length_buckets is None and collator.padding != "longest"):
             return None
-        return {field.name: collator.padded_length(field, indices) for field in collator.fields if field.kind == INT_SEQUENCE}
+        return collator.batch_lengths(indices)
 
     def _replica_rows(self, indices: numpy.ndarray, rows: int) -> Tuple[numpy.ndarray, int]:
         """(this replica's instance indices, its row count) in a combined batch of `rows` rows whose
@@ -299,10 +424,17 @@ class FixedShapeDataLoader(DataLoader):
         return full + (1 if remainder and self._keeps_remainder() else 0)
 
     def order(self) -> numpy.ndarray:
-        """The instance order of the current epoch (a permutation when shuffling)."""
+        """The instance order of the current epoch (a permutation when shuffling, grouped by length
+        with `length_grouping`)."""
         if not self.shuffle:
             return numpy.arange(self._size)
-        return numpy.random.default_rng([self.seed, self._epoch]).permutation(self._size)
+        rng = numpy.random.default_rng([self.seed, self._epoch])
+        permutation = rng.permutation(self._size)
+        if self.length_grouping is None:
+            return permutation
+        fields = {field.name: field for field in self._collator.fields}
+        lengths = numpy.stack([fields[key].lengths for key in self.sorting_keys or ()])  # type: ignore[misc]
+        return grouped_order(self.length_grouping, permutation, lengths, self.combined_batch_size, self.padding_noise, rng)
 
     def _batches(self) -> List[numpy.ndarray]:
         order = self.order()
@@ -335,7 +467,7 @@ class FixedShapeDataLoader(DataLoader):
         batches = self._batches()[start:]
         rows = self.combined_batch_size
         padded = self.pad_on_batch_axis
-        lengths: List[Optional[Dict[str, int]]] = [self._bucket_lengths(indices) for indices in batches]
+        lengths: List[Optional[Dict[str, int]]] = [self._combined_lengths(indices) for indices in batches]
         if self._replicas > 1:
             batches = [self._replica_rows(indices, rows)[0] for indices in batches]
             rows //= self._replicas

@@ -65,6 +65,11 @@ def require_optimizer_for(model: torch.nn.Module, optimizer: Optional[torch.opti
                 raise ConfigurationError("The executor's optimizer holds parameters that are not the model's.")
 
 
+def compiled_shapes_reason(executor_name: str) -> str:
+    """Why the executor registered as `executor_name` needs fixed input shapes, in words."""
+    return f"the {executor_name} executor runs programs compiled for fixed input shapes"
+
+
 class StepExecutor(Registrable):
     """Runs a model (and, in training, its optimizer) one combined batch per host call.
 
@@ -180,11 +185,19 @@ class StepExecutor(Registrable):
         """Whether `batch` has a compiled signature (a call would run without compiling)."""
         raise NotImplementedError
 
+    @property
+    def fixed_shapes_reason(self) -> Optional[str]:
+        """Why this executor needs inputs of fixed shapes (a few, compiled ahead), or None if it runs
+        batches of any sequence length (then the data loader pads each batch to its own longest list)."""
+        return compiled_shapes_reason(StepExecutor.registered_name(type(self)) or type(self).__name__)
+
     def prepare(self, loader: "DataLoader", compile: bool = True) -> None:
         """Fit `loader` to this executor: its combined batches take this executor's batch-size factor
-        (so `len(loader)` counts host calls), and, unless `compile` is false, every batch shape it can
-        yield is compiled now (`compile_for`)."""
+        (so `len(loader)` counts host calls) and its padding the shapes this executor takes
+        (`fixed_shapes_reason`), and, unless `compile` is false, every batch shape it can yield is
+        compiled now (`compile_for`)."""
         loader.set_batch_size_factor(self.batch_size_factor)
+        loader.set_fixed_shapes(self.fixed_shapes_reason)
         if compile:
             self.compile_for(loader)
 

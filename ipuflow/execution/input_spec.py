@@ -9,11 +9,17 @@ import torch
 from ipuflow.execution.options import BatchingPlan
 
 Signature = Tuple[Tuple[str, Tuple[int, ...], torch.dtype], ...]
+Structure = Tuple[Tuple[str, int, int, torch.dtype], ...]
 
 
 def batch_signature(batch: Mapping[str, Any]) -> Signature:
     """The (key, shape, dtype) of every tensor in `batch`, in key order."""
     return tuple((key, tuple(value.shape), value.dtype) for key, value in batch.items())
+
+
+def batch_structure(batch: Mapping[str, Any]) -> Structure:
+    """The (key, dim 0, number of dims, dtype) of every tensor in `batch`, in key order."""
+    return tuple((key, value.shape[0], value.dim(), value.dtype) for key, value in batch.items())
 
 
 class InputSpec:
@@ -23,15 +29,18 @@ class InputSpec:
     signature; a batch that matches none of the compiled signatures is an error, not a silent
     recompile. Keys, dtypes and dim 0 are the same for every signature; only the other dims
     (sequence lengths under ``length_buckets``) may differ, and only between signatures passed to
-    `compile` explicitly.
+    `compile` explicitly. With `any_lengths` (an eager executor fed batches padded to their own
+    longest list) the other dims may be anything: keys, dtypes, dim 0 and the number of dims stay fixed.
     """
 
-    def __init__(self, batch: Mapping[str, Any], plan: BatchingPlan) -> None:
+    def __init__(self, batch: Mapping[str, Any], plan: BatchingPlan, any_lengths: bool = False) -> None:
         self.micro_batch = self._validate(batch, plan)
         self.combined_batch = self.micro_batch * plan.batch_size_factor
         first = batch_signature(batch)
         self.signatures: List[Signature] = [first]
         self._known = {first}
+        self._structure = batch_structure(batch)
+        self.any_lengths = any_lengths
 
     @staticmethod
     def _validate(batch: Mapping[str, Any], plan: BatchingPlan) -> int:
@@ -53,8 +62,10 @@ class InputSpec:
         return micro_batch  # type: ignore[return-value]
 
     def matches(self, batch: Mapping[str, Any]) -> bool:
-        """Whether `batch` has one of the compiled signatures."""
+        """Whether `batch` has one of the compiled signatures (with `any_lengths`, their structure)."""
         try:
+            if self.any_lengths:
+                return batch_structure(batch) == self._structure
             return batch_signature(batch) in self._known
         except AttributeError:  # a non-tensor value
             return False
@@ -95,6 +106,12 @@ class InputSpec:
                     f"Data type mismatch for {key}: expected {dtype} but got {value.dtype}. Build a new "
                     "executor (or destroy() this one) to change dtypes."
                 )
+        if self.any_lengths:
+            for key, shape, _ in expected:
+                got = tuple(batch[key].shape)
+                if len(got) != len(shape) or got[0] != shape[0]:
+                    raise ValueError(f"Shape mismatch for {key}: expected {len(shape)} dims with dim 0 = {shape[0]} "
+                                     f"but got {got}.")
         shapes = {key: [signature[index][1] for signature in self.signatures] for index, key in enumerate(keys)}
         for key in keys:
             got = tuple(batch[key].shape)

@@ -199,6 +199,7 @@ class NativeExecutor(StepExecutor):
         self._update_contexts = update_contexts(self._group, self._local_plan.micro_batches_per_update)
         self._forward: Any = self._module
         self._spec: Optional[InputSpec] = None
+        self._any_lengths = False  # set by prepare: the loader pads each batch to its own longest list
         self._attached = False
         self._inference: Optional[NativeExecutor] = None
 
@@ -246,7 +247,7 @@ class NativeExecutor(StepExecutor):
             if not self._spec.add(sample_batch, self._local_plan):
                 warnings.warn(COMPILE_IGNORED_WARNING, stacklevel=2)
             return
-        self._spec = InputSpec(sample_batch, self._local_plan)
+        self._spec = InputSpec(sample_batch, self._local_plan, any_lengths=self._any_lengths)
         if self._compile_option is not False and self._forward is self._module:
             options = {} if self._compile_option is True else dict(self._compile_option)
             options.setdefault("dynamic", False)
@@ -256,6 +257,23 @@ class NativeExecutor(StepExecutor):
     def accepts(self, batch: Batch) -> bool:
         """Whether `batch` has a compiled signature (a call would run without compiling)."""
         return self._spec is not None and self._spec.matches(batch)
+
+    @property
+    def fixed_shapes_reason(self) -> Optional[str]:
+        """Why inputs need fixed shapes: with `compile`, torch.compile builds a graph per shape; None eagerly."""
+        if self._compile_option is False:
+            return None
+        return "the native executor with compile builds a torch.compile graph for every input shape"
+
+    def prepare(self, loader: "DataLoader", compile: bool = True) -> None:
+        """Fit `loader` to this executor (see `StepExecutor.prepare`); eagerly, batches padded to their
+        own longest list are then taken at any sequence length."""
+        super().prepare(loader, compile=False)
+        self._any_lengths = loader.pads_to_longest
+        if self._spec is not None:
+            self._spec.any_lengths = self._any_lengths
+        if compile:
+            self.compile_for(loader)
 
     def compile_for(self, loader: "DataLoader") -> None:
         """Compile for every batch shape `loader` yields; under torchrun, first make the loader give

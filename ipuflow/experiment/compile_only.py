@@ -17,7 +17,8 @@ from ipuflow.execution.executor import StepExecutor
 
 
 def _shapes(loader: DataLoader) -> List[Dict[str, List[int]]]:
-    """The input shapes of each batch shape `loader` yields, e.g. ``[{"tokens": [8, 16]}]``."""
+    """The input shapes of each batch shape `loader` yields, e.g. ``[{"tokens": [8, 16]}]`` (padded to
+    each batch's longest list, one sample: the executor takes every sequence length)."""
     return [{key: list(value.shape) for key, value in sample.items()} for sample in loader.shape_samples()]
 
 
@@ -44,6 +45,7 @@ def compile_experiment(experiment: Any) -> Dict[str, Any]:
             "loader": name,
             "mode": "training" if target.training else "inference",
             "input_shapes": _shapes(loader),
+            "padding": loader.padding_plan(),
             "compiled": what,
             "seconds": round(time.perf_counter() - started, 2),
         })

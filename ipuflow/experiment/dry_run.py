@@ -48,6 +48,7 @@ def dry_run(params: Params, serialization_dir: Path, file_friendly_logging: bool
             # the plan follows from the shared options, which the native executor computes alike.
             logger.info("poptorch is not available: computing the plan with the native executor on the CPU")
             experiment = _build(_with_native_stand_in(params), Path(scratch))
+            _pad_as_poptorch(experiment.trainer)
             sdk_note = _SDK_NOTE
         report = experiment.describe()
         report.update(training_plan(experiment.trainer, experiment.datasets))
@@ -80,6 +81,15 @@ def _with_native_stand_in(params: Params) -> Params:
     config["trainer"]["executor"] = {"type": "native", "device": "cpu",
                                      **{key: value for key, value in executor.items() if key in shared}}
     return Params(config)
+
+
+def _pad_as_poptorch(trainer: Any) -> None:
+    """Give the loaders the padding the poptorch executor needs, which its native stand-in does not."""
+    from ipuflow.execution.executor import compiled_shapes_reason
+
+    for loader in (trainer.data_loader, trainer.validation_data_loader):
+        if loader is not None:
+            loader.set_fixed_shapes(compiled_shapes_reason("poptorch"))
 
 
 def training_plan(trainer: Any, datasets: Mapping[str, List[Any]]) -> Dict[str, Any]:

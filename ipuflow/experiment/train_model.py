@@ -284,6 +284,7 @@ class TrainModel(Registrable):
             "executor": self._executor_plan(executor),
             "batch_size_factor": executor.batch_size_factor,
             "combined_batch_size": loader.combined_batch_size,
+            "padding": loader.padding_plan(),
             "host_calls_per_epoch": len(loader),
             "optimizer_updates_per_epoch": len(loader) * executor.updates_per_call,
         }

@@ -53,7 +53,7 @@ def hand_loop_epoch(model: torch.nn.Module, optimizer: torch.optim.Optimizer, lo
 
 def trainer_epoch(instances: List[Dict[str, object]], directory: str) -> Tuple[float, float]:
     """(wall, CPU) seconds for `train()` of a one-epoch GradientDescentTrainer (construction not timed)."""
-    loader = FixedShapeDataLoader(instances, batch_size=BATCH, max_length=SEQUENCE, shuffle=True)
+    loader = FixedShapeDataLoader(instances, batch_size=BATCH, max_length=SEQUENCE, shuffle=True, padding="fixed")  # as the hand loop
     trainer = Trainer.from_params(
         Params({
             "num_epochs": 1,

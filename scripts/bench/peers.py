@@ -491,7 +491,9 @@ def run_ipuflow(args, rec, clock):
     data, order = data_and_order(args)
     lengths = data.attention_mask.sum(1).tolist()
     instances = [{"tokens": data.input_ids[i, :lengths[i]].tolist(), "label": int(data.labels[i])} for i in order]
-    loader = FixedShapeDataLoader(instances, batch_size=args.batch_size, max_length=args.seq_len, shuffle=False)
+    # Fixed shapes, as the other tools are fed on the lockstep path (the eager default pads per batch).
+    loader = FixedShapeDataLoader(instances, batch_size=args.batch_size, max_length=args.seq_len, shuffle=False,
+                                  padding="fixed")
     if args.ipuflow_schedule == "builtin":
         schedule = {"type": "linear_with_warmup", "warmup_steps": args.warmup_steps}
     else:

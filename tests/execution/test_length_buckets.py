@@ -27,7 +27,7 @@ class MeanTokens(Model):
 
 def bucketed_loader() -> FixedShapeDataLoader:
     instances = [{"tokens": list(range(1, 1 + length)), "label": length % 2} for length in (2, 3, 1, 4, 9, 12, 5, 14)]
-    return FixedShapeDataLoader(instances, batch_size=2, length_buckets=[4, 8, 16])
+    return FixedShapeDataLoader(instances, batch_size=2, length_buckets=[4, 8, 16], padding="fixed")
 
 
 def test_prepare_accepts_every_bucket_of_the_loader(build, backend):

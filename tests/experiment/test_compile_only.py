@@ -25,7 +25,8 @@ WITH_STAND_IN = (
 )
 
 
-def _write_config(directory: Path, data_dir: Path, lengths: dict = {"length_buckets": [4, 8]}, **trainer) -> Path:
+def _write_config(directory: Path, data_dir: Path, lengths: dict = {"length_buckets": [4, 8], "padding": "fixed"},
+                  **trainer) -> Path:
     config = tiny_config(data_dir, **trainer)
     config["data_loader"] = {"batch_size": 4, "shuffle": True, **lengths}
     path = directory / "config.json"
@@ -58,9 +59,19 @@ def test_compile_only_fixes_every_length_bucket_and_leaves_the_directory_for_a_l
     # One input shape per length bucket, all of them before any step.
     assert [shape["tokens"] for shape in by_loader["training"]["input_shapes"]] == [[4, 4], [4, 8]]
     assert "nothing to compile: executor.compile is false" in by_loader["training"]["compiled"]
+    assert by_loader["training"]["padding"]["padding"] == "fixed"
     # The directory a compile-only run names is free for the real run.
     assert run(["train", str(config), "-s", str(target)]) == 0
     assert (target / "model.tar.gz").is_file()
+
+
+def test_compile_only_on_the_eager_executor_reports_per_batch_padding(tiny_data, tmp_path, capsys):
+    config = _write_config(tmp_path, tiny_data, {"length_buckets": [4, 8]}, num_epochs=1)
+    assert run(["train", str(config), "-s", str(tmp_path / "run"), "--compile-only"]) == 0
+    training = {entry["loader"]: entry for entry in _report(capsys.readouterr().out)["compiled"]}["training"]
+    assert training["padding"] == {"padding": "longest", "configured": "auto", "pad_to_multiple_of": 8, "truncate_at": 8,
+                                   "because": "the executor runs any sequence length"}
+    assert len(training["input_shapes"]) == 1  # every length is taken: one sample fixes keys and dtypes
 
 
 @pytest.mark.parametrize("flag", ["--dry-run", "--recover", "--force"])

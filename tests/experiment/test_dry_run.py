@@ -76,6 +76,8 @@ def test_stdout_is_only_the_json_plan_with_updates_schedule_optimizer_callbacks_
     assert "progress" in report["callbacks"] and report["validation_metric"] == "+accuracy"
     assert report["trial_step"]["training_loss"] > 0
     assert "accuracy" in report["trial_step"]["validation_metrics"]
+    assert report["padding"]["padding"] == "longest" and report["padding"]["pad_to_multiple_of"] == 8
+    assert report["padding"]["because"] == "the executor runs any sequence length"
     assert not (tmp_path / "run").exists()
 
 
@@ -125,6 +127,12 @@ def test_a_poptorch_config_is_checked_without_poptorch(tiny_data, tmp_path, monk
     assert "Poplar SDK" in report["executor"]["note"]
     assert report["combined_batch_size"] == 16 and report["host_calls_per_epoch"] == 3
     assert report["total_optimizer_updates"] == 6 * 3 * 2
+    assert report["padding"]["padding"] == "fixed"  # as on the IPU, not as the native stand-in would pad
+    assert report["padding"]["because"] == "the poptorch executor runs programs compiled for fixed input shapes"
+    longest = tiny_config(tiny_data, executor=executor)
+    longest["data_loader"]["padding"] = "longest"
+    assert dry_run(write_config(tmp_path, longest, "longest.json"), tmp_path / "run") == 2
+    assert 'padding: "longest" gives every batch its own length, but the poptorch executor' in capsys.readouterr().err
     # Its keys and options are still checked.
     bad_key = write_config(tmp_path, tiny_config(tiny_data, executor={**executor, "matmul_proprtion": 0.3}), "bad.json")
     assert dry_run(bad_key, tmp_path / "run") == 2
