@@ -97,6 +97,41 @@ def _copied(value: Any) -> Any:
     return value if type(value) in _IMMUTABLE else copy.copy(value)
 
 
+def _updated_parameters(optimizer: Optional[torch.optim.Optimizer]) -> List[torch.nn.Parameter]:
+    """The parameters `optimizer` updates, in group order (none without an optimizer)."""
+    if optimizer is None:
+        return []
+    return [parameter for group in optimizer.param_groups for parameter in group["params"]]
+
+
+def _limit_cpu_threads(num_threads: Optional[int]) -> None:
+    """Set torch's CPU threads for this process when `num_threads` is given."""
+    threads = validators.positive_int("num_threads", num_threads, optional=True)
+    if threads is not None:
+        # Process-wide: on a machine shared with other jobs, fewer threads than cores avoids oversubscription.
+        torch.set_num_threads(threads)
+
+
+def _options_per_rank(options: Dict[str, Any], world_size: int, sharding: Optional[str]) -> Dict[str, Any]:
+    """The shared options as one rank of `world_size` runs them under torchrun."""
+    resolved = replicated_options(options, world_size)
+    if sharding == "fsdp" and resolved.get("auto_loss_scaling"):
+        raise ConfigurationError(
+            "not available with sharding 'fsdp': each rank holds only a shard of the gradients, whose overflow "
+            "checks would disagree; use a static loss_scaling, or bf16 (no scaling needed)", key="auto_loss_scaling")
+    return resolved
+
+
+def _check_native_options(distributed_backend: str, sharding: Optional[str], compile: Union[bool, Dict[str, Any]]) -> None:
+    """Refuse an unknown backend, sharding or compile option (also in one process: a typo shows before torchrun)."""
+    validators.choice("distributed_backend", distributed_backend, BACKENDS)
+    require_sharding(sharding)
+    if not isinstance(compile, (bool, dict)):
+        raise ConfigurationError(key="compile", expected="true, false or a dict of torch.compile options", found=compile)
+    if compile is not False:
+        require_torch_compile(key="compile")
+
+
 @StepExecutor.register("native")
 class NativeExecutor(StepExecutor):
     """Runs poptorch's host-call semantics with plain PyTorch, eager or `torch.compile`d.
@@ -135,73 +170,78 @@ class NativeExecutor(StepExecutor):
             gradient_checkpointing_enable) to save memory.
         tf32: on CUDA, let float32 matrix multiplications use TF32.
         """
-        threads = validators.positive_int("num_threads", num_threads, optional=True)
-        if threads is not None:
-            # Process-wide: on a machine shared with other jobs, fewer threads than cores avoids oversubscription.
-            torch.set_num_threads(threads)
+        _limit_cpu_threads(num_threads)
         context = distributed.current()
         if context is not None:
-            options = replicated_options(options, context.world_size)
-            if sharding == "fsdp" and options.get("auto_loss_scaling"):
-                raise ConfigurationError(
-                    "not available with sharding 'fsdp': each rank holds only a shard of the gradients, whose overflow "
-                    "checks would disagree; use a static loss_scaling, or bf16 (no scaling needed)", key="auto_loss_scaling")
+            options = _options_per_rank(options, context.world_size, sharding)
         super().__init__(model, optimizer, **options)
-        validators.choice("distributed_backend", distributed_backend, BACKENDS)  # also checked in one process: a typo shows before torchrun
-        require_sharding(sharding)
-        if not isinstance(compile, (bool, dict)):
-            raise ConfigurationError(key="compile", expected="true, false or a dict of torch.compile options", found=compile)
-        if compile is not False:
-            require_torch_compile(key="compile")
+        _check_native_options(distributed_backend, sharding, compile)
         self._device_option = device
         self._compile_option = compile
         self._distributed_options: Dict[str, Any] = {"distributed_backend": distributed_backend, "sharding": sharding,
-                                     "find_unused_parameters": find_unused_parameters}
+                                                     "find_unused_parameters": find_unused_parameters}
         self._context = context
         self._ranks = 1 if context is None else context.world_size  # processes sharing each host call
         # What this process runs of each host call: all replicas, or under torchrun its own one.
         self._local_plan = self._plan if context is None else dataclasses.replace(self._plan, replication_factor=1)
         self._device = resolve_device(device) if context is None else rank_device(device, context)
-        shared = self._options
-        if shared.seed is not None:
+        if self._options.seed is not None:
             # poptorch's randomSeed seeds torch as well; dropout masks then repeat run to run.
-            torch.manual_seed(shared.seed)
-        # Module.to keeps a plain parameter's identity, so an optimizer built before stays valid; it
-        # would replace an FSDP-sharded model's parameters, so a model already in place is left alone.
-        in_place = all(tensor.device == self._device for tensor in (*model.parameters(), *model.buffers()))
-        self._model = model if in_place else model.to(self._device)
-        if gradient_checkpointing and self.training:
-            enable_gradient_checkpointing(model)
-        if tf32:
-            enable_tf32(self._device)
-        self._tf32 = tf32
+            torch.manual_seed(self._options.seed)
+        self._model = self._placed_model(model)
+        self._use_memory_and_math(gradient_checkpointing, tf32)
         self._optimizer = optimizer
         self._moves_inputs = self._device.type != "cpu"
-        self._autocast = autocast_factory(shared.precision, self._device.type)
-        self._scaler = LossScaler(self._device.type, shared.loss_scaling, shared.auto_loss_scaling,
+        self._autocast = autocast_factory(self._options.precision, self._device.type)
+        self._scaler = LossScaler(self._device.type, self._options.loss_scaling, self._options.auto_loss_scaling,
                                   self._local_plan.micro_batches_per_update)
-        self._hyperparameter_names: FrozenSet[str] = hyperparameter_names(optimizer) if optimizer is not None else frozenset()
-        self._hyperparameters: List[Dict[str, Any]] = (
-            snapshot_hyperparameters(optimizer, self._hyperparameter_names) if optimizer is not None else []
-        )
-        self._parameters: List[torch.nn.Parameter] = (
-            [parameter for group in optimizer.param_groups for parameter in group["params"]] if optimizer is not None else []
-        )
-        self._group: Optional[ReplicaGroup] = None
-        if context is not None and self.training:
-            self._group = ReplicaGroup(self._model, optimizer, context, sharding, find_unused_parameters)
-            if optimizer is not None:  # sharding replaces the parameters the optimizer holds
-                self._parameters = [parameter for group in optimizer.param_groups for parameter in group["params"]]
-        # One process simulating replicas draws each one's random numbers as its rank would under torchrun.
-        self._replica_streams = ReplicaRandomStreams(self._plan.replication_factor, self._device) if (
-            context is None and self.training and self._plan.replication_factor > 1) else None
-        self._module: torch.nn.Module = self._group.module if self._group is not None else self._model
-        self._update_contexts = update_contexts(self._group, self._local_plan.micro_batches_per_update)
+        self._track_hyperparameters(optimizer)
+        self._set_up_replicas(optimizer, sharding, find_unused_parameters)
+        # Read once the replicas are set up: sharding replaces the parameters the optimizer holds.
+        self._parameters: List[torch.nn.Parameter] = _updated_parameters(optimizer)
         self._forward: Any = self._module
         self._spec: Optional[InputSpec] = None
         self._any_lengths = False  # set by prepare: the loader pads each batch to its own longest list
         self._attached = False
         self._inference: Optional[NativeExecutor] = None
+
+    # -- construction steps --------------------------------------------------------------------
+
+    def _placed_model(self, model: torch.nn.Module) -> torch.nn.Module:
+        """The model on this executor's device."""
+        # Module.to keeps a plain parameter's identity, so an optimizer built before stays valid; it
+        # would replace an FSDP-sharded model's parameters, so a model already in place is left alone.
+        in_place = all(tensor.device == self._device for tensor in (*model.parameters(), *model.buffers()))
+        return model if in_place else model.to(self._device)
+
+    def _use_memory_and_math(self, gradient_checkpointing: bool, tf32: bool) -> None:
+        """Turn on gradient checkpointing (in training) and TF32 matmuls where asked."""
+        if gradient_checkpointing and self.training:
+            enable_gradient_checkpointing(self._model)
+        if tf32:
+            enable_tf32(self._device)
+        self._tf32 = tf32
+
+    def _track_hyperparameters(self, optimizer: Optional[torch.optim.Optimizer]) -> None:
+        """Note the optimizer's hyperparameter names and their current values (every update of a call applies them; set_optimizer replaces them)."""
+        self._hyperparameter_names: FrozenSet[str] = hyperparameter_names(optimizer) if optimizer is not None else frozenset()
+        self._hyperparameters: List[Dict[str, Any]] = (
+            snapshot_hyperparameters(optimizer, self._hyperparameter_names) if optimizer is not None else []
+        )
+
+    def _set_up_replicas(self, optimizer: Optional[torch.optim.Optimizer], sharding: Optional[str],
+                         find_unused_parameters: bool) -> None:
+        """The replica group under torchrun (DDP or FSDP around the model), or the random streams of the
+        replicas one process simulates, and the module the step runs."""
+        context = self._context
+        self._group: Optional[ReplicaGroup] = None
+        if context is not None and self.training:
+            self._group = ReplicaGroup(self._model, optimizer, context, sharding, find_unused_parameters)
+        # One process simulating replicas draws each one's random numbers as its rank would under torchrun.
+        self._replica_streams = ReplicaRandomStreams(self._plan.replication_factor, self._device) if (
+            context is None and self.training and self._plan.replication_factor > 1) else None
+        self._module: torch.nn.Module = self._group.module if self._group is not None else self._model
+        self._update_contexts = update_contexts(self._group, self._local_plan.micro_batches_per_update)
 
     # -- properties --------------------------------------------------------------------------
 
@@ -442,7 +482,7 @@ class NativeExecutor(StepExecutor):
         if optimizer is not self._optimizer:
             require_optimizer_for(self._model, optimizer, True)
             self._optimizer = optimizer
-            self._parameters = [parameter for group in optimizer.param_groups for parameter in group["params"]]
+            self._parameters = _updated_parameters(optimizer)
             self._hyperparameter_names = hyperparameter_names(optimizer)
         self._hyperparameters = snapshot_hyperparameters(optimizer, self._hyperparameter_names)
 

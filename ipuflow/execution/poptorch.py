@@ -85,6 +85,16 @@ def _resolve_module(model: torch.nn.Module, path: str) -> Any:
     return target
 
 
+def _refuse_ipu_config_file(ipu_config: Optional[str]) -> None:
+    """An ipu_config path given to the constructor is refused: the file is read by `from_params`."""
+    if ipu_config is not None:
+        raise ConfigurationError(
+            "the file is read when the executor is built from a config (PoptorchExecutor.from_params); in "
+            "Python, pass read_ipu_config(path) as keyword arguments.",
+            key="ipu_config",
+        )
+
+
 @StepExecutor.register("poptorch")
 class PoptorchExecutor(StepExecutor):
     """The executor contract on IPUs (poptorch): each executable traced in its own mode, trained on the reported loss, one attached at a time.
@@ -148,73 +158,25 @@ class PoptorchExecutor(StepExecutor):
         embedding_serialization_factor: must be 1: serialised embeddings need optimum-graphcore's SerializedEmbedding.
         inference_embedding_serialization_factor: embedding_serialization_factor of the inference executor.
         """
-        if ipu_config is not None:
-            raise ConfigurationError(
-                "the file is read when the executor is built from a config (PoptorchExecutor.from_params); in "
-                "Python, pass read_ipu_config(path) as keyword arguments.",
-                key="ipu_config",
-            )
+        _refuse_ipu_config_file(ipu_config)
         # The IPU options, kept to build poptorch.Options and the inference twin.
-        self._arguments = {key: value for key, value in locals().items()
-                           if key not in ("self", "model", "optimizer", "options", "__class__")}
+        self._arguments = {key: value for key, value in locals().items() if key not in ("self", "model", "optimizer", "options", "__class__")}
         super().__init__(model, optimizer, **options)
-        precision, training = self._options.precision, self._options.training
-        if precision == "bf16":
-            raise ConfigurationError("IPUs have no bf16; use 'fp16' or 'fp32' with the poptorch executor.", key="precision")
-        if self._options.max_grad_value is not None:
-            # poptorch.optim clips only by global norm (max_grad_norm); it has no value clipping.
-            raise ConfigurationError(
-                f"poptorch's optimizers have no gradient value clipping (this key, also set by trainer.grad_clipping), "
-                f"found {self._options.max_grad_value}; clip the global norm with max_grad_norm (trainer.grad_norm) "
-                "instead, or use the 'native' executor.",
-                key="max_grad_value",
-            )
-        training_placement, inference_placement = resolve_placements(
-            layers_per_ipu, inference_layers_per_ipu, ipus_per_replica, inference_ipus_per_replica,
-            matmul_proportion, inference_matmul_proportion, embedding_serialization_factor,
-            inference_embedding_serialization_factor,
-        )
-        self._placement: IpuPlacement = training_placement if training else inference_placement
-        if not training:
+        self._refuse_unsupported_options()
+        self._placement: IpuPlacement = self._resolve_placement()
+        if not self.training:
             _refuse_host_driven_evaluation(model)
         self._poptorch = import_poptorch()
         self._model = model
-        self._layers = _resolve_module(model, pipeline_layers) if pipeline_layers else None
-        self._model_blocks = model_blocks(model)
-        if self._layers is None and ((self._placement.ipus_per_replica > 1 and not self._model_blocks)
-                                     or recompute_checkpoint_every_layer):
-            raise ConfigurationError(
-                "placing layers on several IPUs (ipus_per_replica > 1) or checkpointing every layer needs the "
-                "dotted path of the model's layer list, e.g. \"encoder.layers\" (or blocks the model places "
-                "itself with ipu_ops.BeginBlock).",
-                key="pipeline_layers",
-            )
-        if self._layers is not None:
-            self._placement.layer_ipus(len(self._layers), "inference_layers_per_ipu" if not training else "layers_per_ipu")
-        stage_ipus = self._stage_ipus()
-        if training:
-            self._check_pipeline_accumulation(stage_ipus)
+        self._place_model(pipeline_layers, recompute_checkpoint_every_layer)
         self._host_optimizer = optimizer
         self._device_optimizer = self._convert_optimizer(optimizer) if optimizer is not None else None
         self._poptorch_options = self._build_options()
-        if precision == "fp16":
-            model.half()
-        # poptorch wraps a shallow copy: the top module's mode is copied now, the submodules' modes are
-        # read when compile() traces them (which sets them again).
-        model.train(training)
-        self._loss_mark = _TrainingLossMark(self._poptorch) if training else None
-        self._loss_mark_hook = model.register_forward_hook(self._loss_mark) if self._loss_mark is not None else None
-        # Entered around every poptorch compile and call: the hook marks the loss only inside it.
-        self._marking_loss: Any = self._loss_mark if self._loss_mark is not None else contextlib.nullcontext()
-        if training:
-            self._poplar = self._poptorch.trainingModel(model, options=self._poptorch_options, optimizer=self._device_optimizer)
-        else:
-            self._poplar = self._poptorch.inferenceModel(model, options=self._poptorch_options)
+        self._poplar = self._wrap_model()
         self._spec: Optional[InputSpec] = None
         self._inference: Optional[PoptorchExecutor] = None
         # The training executor and its inference twin share the IPUs: at most one holds them.
         self._twin: Optional[PoptorchExecutor] = None
-        self._checkpoint_hooks: List[Any] = []
 
     @classmethod
     def from_params(cls, params: Any, constructor_to_call: Any = None, constructor_to_inspect: Any = None,
@@ -227,6 +189,69 @@ class PoptorchExecutor(StepExecutor):
     def check_optimizer(cls, optimizer_class: type, max_grad_norm: Optional[float]) -> None:
         """Refuse optimizers without a poptorch.optim twin (and clipping where the twin has none)."""
         check_poptorch_optimizer(optimizer_class, max_grad_norm)
+
+    # -- construction steps -------------------------------------------------------------------------
+
+    def _refuse_unsupported_options(self) -> None:
+        """Refuse the shared options an IPU cannot honour: bf16 and gradient value clipping."""
+        if self._options.precision == "bf16":
+            raise ConfigurationError("IPUs have no bf16; use 'fp16' or 'fp32' with the poptorch executor.", key="precision")
+        if self._options.max_grad_value is not None:
+            # poptorch.optim clips only by global norm (max_grad_norm); it has no value clipping.
+            raise ConfigurationError(
+                f"poptorch's optimizers have no gradient value clipping (this key, also set by trainer.grad_clipping), "
+                f"found {self._options.max_grad_value}; clip the global norm with max_grad_norm (trainer.grad_norm) "
+                "instead, or use the 'native' executor.",
+                key="max_grad_value",
+            )
+
+    def _resolve_placement(self) -> IpuPlacement:
+        """This mode's placement (layers per IPU, IPUs per replica, matmul proportions), checked."""
+        arguments = self._arguments
+        training_placement, inference_placement = resolve_placements(
+            arguments["layers_per_ipu"], arguments["inference_layers_per_ipu"], arguments["ipus_per_replica"],
+            arguments["inference_ipus_per_replica"], arguments["matmul_proportion"],
+            arguments["inference_matmul_proportion"], arguments["embedding_serialization_factor"],
+            arguments["inference_embedding_serialization_factor"],
+        )
+        return training_placement if self.training else inference_placement
+
+    def _place_model(self, pipeline_layers: Optional[str], recompute_checkpoint_every_layer: bool) -> None:
+        """Find the model's layer list and its own blocks, and check that the placement fits them (and,
+        in training, that gradient accumulation fills the pipeline)."""
+        self._layers = _resolve_module(self._model, pipeline_layers) if pipeline_layers else None
+        self._model_blocks = model_blocks(self._model)
+        self._checkpoint_hooks: List[Any] = []  # the recomputation checkpoints _place_layers hooks on at compile
+        if self._layers is None and ((self._placement.ipus_per_replica > 1 and not self._model_blocks)
+                                     or recompute_checkpoint_every_layer):
+            raise ConfigurationError(
+                "placing layers on several IPUs (ipus_per_replica > 1) or checkpointing every layer needs the "
+                "dotted path of the model's layer list, e.g. \"encoder.layers\" (or blocks the model places "
+                "itself with ipu_ops.BeginBlock).",
+                key="pipeline_layers",
+            )
+        if self._layers is not None:
+            self._placement.layer_ipus(len(self._layers), "layers_per_ipu" if self.training else "inference_layers_per_ipu")
+        stage_ipus = self._stage_ipus()
+        if self.training:
+            self._check_pipeline_accumulation(stage_ipus)
+
+    def _wrap_model(self) -> Any:
+        """poptorch's executor over the model in this executor's precision and mode; a training one
+        marks the model's reported loss as the one to differentiate."""
+        model, training = self._model, self.training
+        if self._options.precision == "fp16":
+            model.half()
+        # poptorch wraps a shallow copy: the top module's mode is copied now, the submodules' modes are
+        # read when compile() traces them (which sets them again).
+        model.train(training)
+        self._loss_mark = _TrainingLossMark(self._poptorch) if training else None
+        self._loss_mark_hook = model.register_forward_hook(self._loss_mark) if self._loss_mark is not None else None
+        # Entered around every poptorch compile and call: the hook marks the loss only inside it.
+        self._marking_loss: Any = self._loss_mark if self._loss_mark is not None else contextlib.nullcontext()
+        if training:
+            return self._poptorch.trainingModel(model, options=self._poptorch_options, optimizer=self._device_optimizer)
+        return self._poptorch.inferenceModel(model, options=self._poptorch_options)
 
     # -- placement ----------------------------------------------------------------------------------
 
