@@ -56,9 +56,24 @@ def make_parameter_groups(
         raise ConfigurationError(key="no_decay", expected="a list of regexes", found=no_decay)
     if not parameter_groups and not no_decay:
         return [{"params": [param for _, param in model_parameters if param.requires_grad]}]
+    groups = _configured_groups(parameter_groups or [])
+    undecayed, default_params = _assign_parameters(model_parameters, groups, no_decay)
+    torch_groups = _torch_groups(groups)
+    undecayed = [param for param in undecayed if param.requires_grad]
+    if undecayed:
+        torch_groups.append({"params": undecayed, "weight_decay": 0.0})
+    default_params = [param for param in default_params if param.requires_grad]
+    if default_params:
+        torch_groups.append({"params": default_params})
+    num_trainable = sum(param.numel() for group in torch_groups for param in group["params"])
+    logger.info("Optimizer: %d parameter groups, %d trainable values", len(torch_groups), num_trainable)
+    return torch_groups
 
+
+def _configured_groups(parameter_groups: ParameterGroups) -> List[Dict[str, Any]]:
+    """Each ``[[regexes], {options}]`` entry, checked, as ``{"regexes", "options", "params": []}``."""
     groups: List[Dict[str, Any]] = []
-    for index, entry in enumerate(parameter_groups or []):
+    for index, entry in enumerate(parameter_groups):
         if not isinstance(entry, (list, tuple)) or len(entry) != 2 or not isinstance(entry[1], dict):
             raise ConfigurationError(key=f"parameter_groups.{index}", expected="[[regex, ...], {option: value}]", found=entry)
         regexes, options = entry
@@ -66,7 +81,13 @@ def make_parameter_groups(
             raise ConfigurationError(key=f"parameter_groups.{index}.0", expected="a list of regexes", found=regexes)
         check_hyperparameters(options, prefix=f"parameter_groups.{index}.1.")
         groups.append({"regexes": [re.compile(regex) for regex in regexes], "options": dict(options), "params": []})
+    return groups
 
+
+def _assign_parameters(model_parameters: List[Tuple[str, torch.nn.Parameter]], groups: List[Dict[str, Any]],
+                       no_decay: Sequence[str]) -> Tuple[List[torch.nn.Parameter], List[torch.nn.Parameter]]:
+    """Put each parameter in the one group whose regex finds its name, and return those no group
+    finds: (the ones a `no_decay` regex finds, the rest). Warns of a group regex that finds none."""
     default_params: List[torch.nn.Parameter] = []
     undecayed: List[torch.nn.Parameter] = []
     no_decay_regexes = [re.compile(regex) for regex in no_decay]
@@ -95,7 +116,12 @@ def make_parameter_groups(
         for regex in group["regexes"]:
             if (index, regex.pattern) not in matched_regexes:
                 logger.warning("optimizer.parameter_groups.%d: regex %r matches no parameter", index, regex.pattern)
+    return undecayed, default_params
 
+
+def _torch_groups(groups: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """The torch param groups of the configured groups: a ``requires_grad: false`` group freezes its
+    parameters and is left out, and a group left with no trainable parameter is dropped."""
     torch_groups: List[Dict[str, Any]] = []
     for index, group in enumerate(groups):
         options = group["options"]
@@ -109,14 +135,6 @@ def make_parameter_groups(
         params = [param for param in group["params"] if param.requires_grad]
         if params:
             torch_groups.append({"params": params, **options})
-    undecayed = [param for param in undecayed if param.requires_grad]
-    if undecayed:
-        torch_groups.append({"params": undecayed, "weight_decay": 0.0})
-    default_params = [param for param in default_params if param.requires_grad]
-    if default_params:
-        torch_groups.append({"params": default_params})
-    num_trainable = sum(param.numel() for group in torch_groups for param in group["params"])
-    logger.info("Optimizer: %d parameter groups, %d trainable values", len(torch_groups), num_trainable)
     return torch_groups
 
 
