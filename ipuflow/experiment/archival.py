@@ -195,14 +195,15 @@ def _load_from_directory(directory: Path, weights: Path, overrides: Union[str, D
     config = Params(raw)
     policy = ArchiveImportPolicy(source=source, trained_with=recorded_packages(meta))
     shapes = weight_shapes(weights, source)
-    copies = pretrained_copies_applied(directory, user_given if confined else None)
+    copies = pretrained_copies_applied(directory, user_given if confined else None, source)
     with policy.applied(), patterns_from_untrusted_config(), copies:
         vocab_dir = directory / VOCABULARY_DIR
         check_vocabulary_size(vocab_dir, shapes, source)
         vocab = Vocabulary.from_files(str(vocab_dir)) if vocab_dir.is_dir() else Vocabulary.empty()
         if config.get("model") is None:
             raise ConfigurationError(f"{config_path}: the config has no 'model' section.")
-        check_model_shapes(lambda: Model.from_params(config.duplicate().get("model"), vocab=vocab), shapes, source)
+        check_model_shapes(lambda: Model.from_params(config.duplicate().get("model"), vocab=vocab), shapes, source,
+                           strict=confined)
         model = Model.from_params(config.duplicate().get("model"), vocab=vocab)
         try:
             state = load_file(str(weights))

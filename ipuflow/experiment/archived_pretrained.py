@@ -13,6 +13,7 @@ from typing import Any, Dict, FrozenSet, Iterator, List, Optional
 
 from ipuflow.config import ConfigurationError
 from ipuflow.data.local_pretrained import archived_pretrained, import_transformers_offline, resolve_local_pretrained
+from ipuflow.experiment.pretrained_patterns import check_tokenizer_patterns
 
 logger = logging.getLogger(__name__)
 
@@ -73,9 +74,11 @@ def add_pretrained_copies(archive: tarfile.TarFile, config_path: Path) -> None:
 
 
 @contextlib.contextmanager
-def pretrained_copies_applied(directory: Path, user_given: Optional[FrozenSet[str]] = None) -> Iterator[None]:
+def pretrained_copies_applied(directory: Path, user_given: Optional[FrozenSet[str]] = None,
+                              source: str = "the archive") -> Iterator[None]:
     """Within the block, the pretrained names of an extracted archive at `directory` resolve to its
-    copies; with `user_given`, any other name is refused unless it is one of those."""
+    copies (whose tokenizer regexes must be ones transformers ships); with `user_given`, any other
+    name is refused unless it is one of those."""
     sources_path = directory / PRETRAINED_DIR / SOURCES_FILE
     if not sources_path.is_file():
         with archived_pretrained({}, user_given):
@@ -88,5 +91,7 @@ def pretrained_copies_applied(directory: Path, user_given: Optional[FrozenSet[st
     if not isinstance(sources, dict) or not all(isinstance(value, str) and value.isdigit() for value in sources.values()):
         raise ConfigurationError(f"{sources_path}: expected an object of model names to copy numbers, found {sources!r:.100}.")
     copies = {name: (directory / PRETRAINED_DIR / copy).resolve() for name, copy in sources.items()}
+    for copy in sorted(set(copies.values())):
+        check_tokenizer_patterns(copy, source)
     with archived_pretrained(copies, user_given):
         yield
