@@ -17,7 +17,7 @@ import importlib.util
 import json
 import re
 from pathlib import Path
-from typing import Any, FrozenSet, Iterator, Tuple
+from typing import Any, FrozenSet, Iterator, Set, Tuple
 
 from ipuflow.config import ConfigurationError
 
@@ -34,7 +34,7 @@ def shipped_patterns() -> FrozenSet[str]:
     if spec is None or spec.origin is None:
         return frozenset()
     tree = ast.parse(Path(spec.origin).read_text(encoding="utf-8"))
-    found = set()
+    found: Set[Any] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == "Regex":
             found.update(arg.value for arg in node.args[:1] if isinstance(arg, ast.Constant) and isinstance(arg.value, str))
