@@ -303,3 +303,15 @@ def test_every_component_ipuflow_registers_for_inference_has_an_allow_list():
         assert own <= set(COMPONENTS[family]), (family, own - set(COMPONENTS[family]))
         if family in DEFAULT_TYPES:
             assert DEFAULT_TYPES[family] == base.default_implementation
+
+
+@pytest.mark.parametrize("name", ["quickstart", "quickstart_ipu", "digits_mlp", "rotten_tomatoes_minilm",
+                                  "ner_conll2003_minilm", "headlines_bbc_minilm"])
+def test_every_shipped_configs_settings_pass_the_allow_list(name):
+    from ipuflow.config.params import Params
+    from tests.conftest import ROOT
+
+    config = Params.from_file(str(ROOT / "configs" / f"{name}.jsonnet")).as_dict()
+    kept = inference_settings(config, "the archive model.tar.gz")
+    for section in ("model", "dataset_reader", "data_loader", "validation_data_loader", "postprocessor"):
+        assert kept.get(section) == config.get(section)

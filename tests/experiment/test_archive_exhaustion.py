@@ -115,7 +115,7 @@ def test_a_mis_shaped_weight_tensor_is_a_config_error(trained_run, tmp_path, mon
     """When the model cannot be built on the meta device, loading the weights still names the mismatch."""
     from ipuflow.experiment import archive_sizes
 
-    monkeypatch.setattr(archive_sizes, "check_model_shapes", lambda *args: None)
-    monkeypatch.setattr("ipuflow.experiment.archival.check_model_shapes", lambda *args: None)
+    monkeypatch.setattr(archive_sizes, "check_model_shapes", lambda *args, **kwargs: None)
+    monkeypatch.setattr("ipuflow.experiment.archival.check_model_shapes", lambda *args, **kwargs: None)
     with pytest.raises(ConfigurationError, match="the weights do not fit the model the config builds .*size mismatch"):
         load_archive(trained_run, overrides={"model.embedding_dim": 9})
