@@ -168,9 +168,12 @@ class Seq2SeqGenerator(Model):
 
     def _generate(self, tokens: torch.Tensor, attention: torch.Tensor) -> torch.Tensor:
         """Generated ids, padded to `max_new_tokens` + 1 columns (the start token, then the new ones)."""
+        # Every knob that sizes the work is given here, over what the model's config (an archive's
+        # copy, perhaps) says: one sequence per row, at most max_new_tokens, num_beams beams.
         generated = self.transformer.generate(
             input_ids=tokens, attention_mask=attention, num_beams=self.num_beams, max_new_tokens=self.max_new_tokens,
-            length_penalty=self.length_penalty, do_sample=False, early_stopping=self.num_beams > 1)
+            length_penalty=self.length_penalty, do_sample=False, early_stopping=self.num_beams > 1,
+            num_return_sequences=1)
         width = self.max_new_tokens + 1
         padded = generated.new_full((generated.shape[0], width), self._tokenizer.pad_token_id or 0)
         padded[:, : min(width, generated.shape[1])] = generated[:, :width]
