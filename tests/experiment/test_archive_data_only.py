@@ -20,8 +20,8 @@ import torch
 from ipuflow.commands.cli import run
 from ipuflow.config import ConfigurationError, Registrable, bounded_regex
 from ipuflow.experiment.archive_settings import inference_settings
-from ipuflow.experiment.archive_schema import COMPONENTS, DEFAULT_TYPES
-from ipuflow.experiment.pretrained_patterns import check_tokenizer_patterns
+from ipuflow.experiment.archive.schema import COMPONENTS, DEFAULT_TYPES
+from ipuflow.experiment.archive.pretrained_patterns import check_tokenizer_patterns
 from ipuflow.models.huggingface.loading import freeze_parameters
 from ipuflow.storage import file_sha256
 from ipuflow.training.optimizers import make_parameter_groups

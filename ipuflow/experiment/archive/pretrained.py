@@ -13,7 +13,7 @@ from typing import Any, Dict, FrozenSet, Iterator, List, Optional
 
 from ipuflow.config import ConfigurationError
 from ipuflow.data.local_pretrained import archived_pretrained, import_transformers_offline, resolve_local_pretrained
-from ipuflow.experiment.pretrained_patterns import check_tokenizer_patterns
+from ipuflow.experiment.archive.pretrained_patterns import check_tokenizer_patterns
 
 logger = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any, Dict
 
 from ipuflow.config import ConfigurationError
-from ipuflow.experiment.archive_rules import (
+from ipuflow.experiment.archive.rules import (
     Choice, Component, Drop, Either, Int, JsonData, Keys, ListOf, Number, Text, boolean, refused,
 )
 

@@ -16,8 +16,8 @@ import logging
 from typing import Any, Dict, List
 
 from ipuflow.config import ConfigurationError
-from ipuflow.experiment.archive_rules import OVERRIDE_NOTE, Component, Drop, Keys, Text, refused
-from ipuflow.experiment.archive_schema import EXECUTOR, component_keys
+from ipuflow.experiment.archive.rules import OVERRIDE_NOTE, Component, Drop, Keys, Text, refused
+from ipuflow.experiment.archive.schema import EXECUTOR, component_keys
 
 logger = logging.getLogger(__name__)
 
