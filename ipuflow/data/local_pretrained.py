@@ -13,7 +13,7 @@ import os
 from contextvars import ContextVar
 from pathlib import Path
 from types import ModuleType
-from typing import Dict, Iterator
+from typing import Dict, FrozenSet, Iterator, Optional
 
 from ipuflow.config import ConfigurationError
 
@@ -22,16 +22,24 @@ PACKAGE_SCHEME = "package://"
 _ARCHIVED: ContextVar[Dict[str, Path]] = ContextVar("archived_pretrained", default={})
 """While an archive is loaded: each pretrained name its config uses → the copy of that model's
 config and tokenizer inside the archive (without weights: the archive's own weights replace them)."""
+_CONFINED: ContextVar[Optional[FrozenSet[str]]] = ContextVar("confined_pretrained", default=None)
+"""While an archive is loaded: the names outside it that the user gave (their `-o`); any other name
+outside the archive is refused. None outside an archive (a config of one's own names any directory)."""
 
 
 @contextlib.contextmanager
-def archived_pretrained(copies: Dict[str, Path]) -> Iterator[None]:
+def archived_pretrained(copies: Dict[str, Path], user_given: Optional[FrozenSet[str]] = None) -> Iterator[None]:
     """Within the block, `resolve_local_pretrained(name)` gives `copies[name]` where it has one,
-    so that a model archive does not depend on paths of the machine that trained it."""
+    so that a model archive does not depend on paths of the machine that trained it. With
+    `user_given`, any other name is refused unless it is one of those (an archive names no
+    directory of this machine: one holding Python code would be a way in)."""
     token = _ARCHIVED.set({**_ARCHIVED.get(), **copies})
+    confined = _CONFINED.set(user_given) if user_given is not None else None
     try:
         yield
     finally:
+        if confined is not None:
+            _CONFINED.reset(confined)
         _ARCHIVED.reset(token)
 
 
@@ -49,6 +57,14 @@ def resolve_local_pretrained(name: str, key: str) -> Path:
     copy = _ARCHIVED.get().get(name)
     if copy is not None:
         return copy
+    user_given = _CONFINED.get()
+    if user_given is not None and name not in user_given:
+        raise ConfigurationError(
+            f"{name!r} names a pretrained model outside the archive, and an archive may only use the copies it holds "
+            "(its pretrained/ folder): a directory on this machine could hold Python code or other files to load. "
+            "If you trust that directory, give it yourself: set this key to it with -o/--overrides.",
+            key=key,
+        )
     if name.startswith(PACKAGE_SCHEME):
         package, _, inner = name[len(PACKAGE_SCHEME) :].partition("/")
         if not package.isidentifier():

@@ -74,7 +74,7 @@ class Seq2SeqGenerator(Model):
         self.tokenizer_name = tokenizer_name
         tokenizer_key = "tokenizer" if tokenizer else ("decoder" if decoder else "pretrained_model_name_or_path")
         self._tokenizer = transformers.AutoTokenizer.from_pretrained(
-            str(resolve_local_pretrained(tokenizer_name, tokenizer_key)), local_files_only=True)
+            str(resolve_local_pretrained(tokenizer_name, tokenizer_key)), local_files_only=True, trust_remote_code=False)
         self.transformer = self._build(transformers, pretrained_model_name_or_path, encoder, decoder, config,
                                        tie_encoder_decoder)
         self.generate = generate
@@ -99,8 +99,10 @@ class Seq2SeqGenerator(Model):
                 path = resolve_local_pretrained(pretrained, "pretrained_model_name_or_path")
                 if is_archived_copy(pretrained):  # an archive's copy has the config only; its weights follow
                     return transformers.AutoModelForSeq2SeqLM.from_config(
-                        transformers.AutoConfig.from_pretrained(str(path), local_files_only=True))
-                return transformers.AutoModelForSeq2SeqLM.from_pretrained(str(path), local_files_only=True)
+                        transformers.AutoConfig.from_pretrained(str(path), local_files_only=True, trust_remote_code=False),
+                        trust_remote_code=False)
+                return transformers.AutoModelForSeq2SeqLM.from_pretrained(str(path), local_files_only=True,
+                                                                          trust_remote_code=False)
             if encoder is not None and decoder is not None:
                 model = self._encoder_decoder(transformers, encoder, decoder, tie)
                 start = tokenizer.cls_token_id if tokenizer.cls_token_id is not None else tokenizer.bos_token_id
@@ -121,7 +123,8 @@ class Seq2SeqGenerator(Model):
             settings.setdefault("eos_token_id", tokenizer.sep_token_id if tokenizer.sep_token_id is not None else tokenizer.eos_token_id)
             settings.setdefault("decoder_start_token_id", tokenizer.cls_token_id if tokenizer.cls_token_id is not None
                                 else tokenizer.pad_token_id)
-            return transformers.AutoModelForSeq2SeqLM.from_config(transformers.AutoConfig.for_model(model_type, **settings))
+            return transformers.AutoModelForSeq2SeqLM.from_config(transformers.AutoConfig.for_model(model_type, **settings),
+                                                                  trust_remote_code=False)
         except (OSError, ValueError, KeyError, TypeError) as error:
             raise ConfigurationError(f"cannot build the seq2seq model: {error}", key="pretrained_model_name_or_path") from None
 
@@ -132,12 +135,12 @@ class Seq2SeqGenerator(Model):
         encoder_path, decoder_path = resolve_local_pretrained(encoder, "encoder"), resolve_local_pretrained(decoder, "decoder")
         if is_archived_copy(encoder) or is_archived_copy(decoder):
             config = transformers.EncoderDecoderConfig.from_encoder_decoder_configs(
-                transformers.AutoConfig.from_pretrained(str(encoder_path), local_files_only=True),
-                transformers.AutoConfig.from_pretrained(str(decoder_path), local_files_only=True),
+                transformers.AutoConfig.from_pretrained(str(encoder_path), local_files_only=True, trust_remote_code=False),
+                transformers.AutoConfig.from_pretrained(str(decoder_path), local_files_only=True, trust_remote_code=False),
                 tie_encoder_decoder=tie)
             return transformers.EncoderDecoderModel(config=config)
         return transformers.EncoderDecoderModel.from_encoder_decoder_pretrained(
-            str(encoder_path), str(decoder_path), tie_encoder_decoder=tie, local_files_only=True)
+            str(encoder_path), str(decoder_path), tie_encoder_decoder=tie, local_files_only=True, trust_remote_code=False)
 
     def forward(  # type: ignore[override]
         self, tokens: torch.Tensor, tokens_mask: torch.Tensor, target_tokens: Optional[torch.Tensor] = None,
@@ -165,9 +168,12 @@ class Seq2SeqGenerator(Model):
 
     def _generate(self, tokens: torch.Tensor, attention: torch.Tensor) -> torch.Tensor:
         """Generated ids, padded to `max_new_tokens` + 1 columns (the start token, then the new ones)."""
+        # Every knob that sizes the work is given here, over what the model's config (an archive's
+        # copy, perhaps) says: one sequence per row, at most max_new_tokens, num_beams beams.
         generated = self.transformer.generate(
             input_ids=tokens, attention_mask=attention, num_beams=self.num_beams, max_new_tokens=self.max_new_tokens,
-            length_penalty=self.length_penalty, do_sample=False, early_stopping=self.num_beams > 1)
+            length_penalty=self.length_penalty, do_sample=False, early_stopping=self.num_beams > 1,
+            num_return_sequences=1)
         width = self.max_new_tokens + 1
         padded = generated.new_full((generated.shape[0], width), self._tokenizer.pad_token_id or 0)
         padded[:, : min(width, generated.shape[1])] = generated[:, :width]

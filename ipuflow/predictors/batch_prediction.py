@@ -9,7 +9,7 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Seque
 import torch
 
 from ipuflow.config import ConfigurationError, Params
-from ipuflow.data.tokenizers.regex import SlowPattern
+from ipuflow.config.bounded_regex import SlowPattern
 from ipuflow.data.loader import DataLoader
 from ipuflow.evaluation.evaluator import split_rows
 from ipuflow.evaluation.inference import loader_from_config, micro_batch_size_from_config

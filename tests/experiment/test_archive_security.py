@@ -369,6 +369,8 @@ def test_a_package_path_for_pretrained_files_imports_no_package(trained_run, tmp
                                                  "model_name": "package://sec_parent_package.child/model"}
 
     crafted = repack(trained_run, tmp_path, pretrained_tokenizer)
+    with pytest.raises(ConfigurationError, match="names a pretrained model outside the archive"):
+        load_archive(crafted)  # an archive names no directory of this machine (issue 31)
     with pytest.raises(ConfigurationError, match="name of an installed top-level package"):
-        load_archive(crafted)
+        load_archive(crafted, overrides={"dataset_reader.tokenizer.model_name": "package://sec_parent_package.child/model"})
     assert not marker.exists() and "sec_parent_package" not in sys.modules

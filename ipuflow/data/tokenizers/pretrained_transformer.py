@@ -30,7 +30,8 @@ class PretrainedTransformerTokenizer(Tokenizer):
         path = resolve_local_pretrained(model_name, "model_name")
         transformers = import_transformers_offline()
         try:
-            self._tokenizer: Any = transformers.AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+            self._tokenizer: Any = transformers.AutoTokenizer.from_pretrained(str(path), local_files_only=True,
+                                                                                  trust_remote_code=False)
         except (OSError, ValueError) as error:
             raise ConfigurationError(f"cannot load a tokenizer from {path}: {error}", key="model_name") from None
         limit = self._tokenizer.model_max_length

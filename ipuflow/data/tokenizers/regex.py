@@ -8,6 +8,7 @@ import re
 from typing import Any, Iterator, List, Optional, Pattern, Sequence
 
 from ipuflow.config import ConfigurationError
+from ipuflow.config.bounded_regex import compile_bounded, slow_pattern, time_limit
 from ipuflow.data.columnar.builder import TOKENS, FieldBatch, SeparatedTokens
 from ipuflow.data.tokenizers.tokenizer import Tokenizer
 
@@ -33,12 +34,6 @@ BATCH_SEPARATOR = "\n" + SEPARATOR_TOKEN + "\n"
 they lowercase as a text's end and start do (the final-sigma rule sees no cased letter there)."""
 
 
-MATCH_SECONDS = 1.0
-"""How long a pattern from an untrusted config (an archive's) may take on one text (plus
-`MATCH_SECONDS_PER_MB` per MB of it): a pattern that backtracks catastrophically would otherwise
-hang on a few dozen characters."""
-MATCH_SECONDS_PER_MB = 1.0
-
 _untrusted = contextvars.ContextVar("ipuflow_untrusted_patterns", default=False)
 
 
@@ -54,21 +49,6 @@ def patterns_from_untrusted_config() -> Iterator[None]:
         _untrusted.reset(token)
 
 
-class SlowPattern(ConfigurationError):
-    """A tokenizer pattern from a config took too long on a text (it backtracks catastrophically)."""
-
-
-def _compile_bounded(pattern: str) -> Any:
-    """`pattern` compiled with the `regex` module, whose matching takes a timeout (`re` has none);
-    `re` syntax means the same there."""
-    import regex
-
-    try:
-        return regex.compile(pattern)
-    except (regex.error, re.error) as error:
-        raise ConfigurationError(f"{pattern!r} is not a valid regular expression ({error}).", key="pattern") from None
-
-
 @Tokenizer.register("regex")
 class RegexTokenizer(Tokenizer):
     """Tokens are the non-overlapping matches of `pattern` (by default words and punctuation),
@@ -80,7 +60,7 @@ class RegexTokenizer(Tokenizer):
         if pattern == WORDS_AND_PUNCTUATION:
             self._regex: Any = _POSSESSIVE_DEFAULT
         elif self._bounded:
-            self._regex = _compile_bounded(pattern)
+            self._regex = compile_bounded(pattern, "pattern")
         else:
             try:
                 self._regex = re.compile(pattern)
@@ -100,14 +80,9 @@ class RegexTokenizer(Tokenizer):
         if not self._bounded:
             return self._regex.findall(text)
         try:
-            return self._regex.findall(text, timeout=MATCH_SECONDS + len(text) / 2**20 * MATCH_SECONDS_PER_MB)
+            return self._regex.findall(text, timeout=time_limit(text))
         except TimeoutError:
-            shown = text if len(text) <= 60 else text[:60] + "…"
-            raise SlowPattern(
-                f"the regex tokenizer's pattern {self.pattern!r} took more than {MATCH_SECONDS:g}s on one text of "
-                f"{len(text):,} characters ({shown!r}): it backtracks catastrophically (nested repetition such as "
-                "(a|aa)+$). Write it without nested quantifiers that can match the same text."
-            ) from None
+            raise slow_pattern(self.pattern, text, "the regex tokenizer's pattern") from None
 
     def batch_field(self, texts: Sequence[str], max_tokens: Optional[int] = None, namespace: str = "tokens") -> FieldBatch:
         """The matches of many texts (each cut to `max_tokens`), interned.

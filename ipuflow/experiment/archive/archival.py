@@ -3,9 +3,11 @@
 
 Archives hold data only (JSON config, safetensors weights, text vocabulary, no pickles), so loading
 one never runs code from it: its config may only name classes in ipuflow, installed plugins and
-packages the user included (see `ipuflow.config.import_policy`), only its settings that inference
-needs are taken (`archive_settings`), and extraction is bounded and refuses members that would land
-outside the target directory (`archive_extraction`).
+packages the user included (see `ipuflow.config.import_policy`), only the settings that inference
+needs are taken, each within bounds (an allow-list: `archive_settings`), pretrained models come
+from the archive's own copies, loaded without remote code (`local_pretrained`), sizes are checked
+against what the weights really hold (`archive_sizes`), and extraction is bounded and refuses
+members that would land outside the target directory (`archive_extraction`).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import tarfile
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Optional, Sequence, Union
+from typing import Any, Dict, FrozenSet, Iterator, Optional, Sequence, Union
 
 from ipuflow.config import ConfigurationError, Params
 from ipuflow.config.import_policy import ArchiveImportPolicy, recorded_packages
@@ -105,7 +107,7 @@ def load_archive(path: Union[str, Path], overrides: Union[str, Dict[str, Any]] =
             if archived.is_file():
                 return _load_from_directory_archive(archived, overrides, weights_file)
             weights = Path(weights_file) if weights_file else path / BEST_WEIGHTS_NAME
-            return _load_from_directory(path, weights, overrides, f"the run directory {path}")
+            return _load_from_directory(path, weights, overrides, f"the run directory {path}", confined=False)
         return _load_from_directory_archive(path, overrides, weights_file)
     except MALFORMED_ARCHIVE_ERRORS as error:
         # What a well-formed archive never raises: its files are shaped otherwise than ipuflow writes them.
@@ -115,6 +117,18 @@ def load_archive(path: Union[str, Path], overrides: Union[str, Dict[str, Any]] =
             "was not written by `ipuflow train` as it is, or was edited or damaged since; use the model.tar.gz that "
             "training wrote (--debug shows where it failed)."
         ) from error
+
+
+def strings_in(value: Any) -> Iterator[str]:
+    """Every string in a JSON value (the pretrained names a user's overrides give)."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for entry in value.values():
+            yield from strings_in(entry)
+    elif isinstance(value, list):
+        for entry in value:
+            yield from strings_in(entry)
 
 
 MALFORMED_ARCHIVE_ERRORS = (RecursionError, IndexError, KeyError, NotADirectoryError, IsADirectoryError,
@@ -130,7 +144,7 @@ def _load_from_directory_archive(archive_file: Path, overrides: Union[str, Dict[
         if not (Path(folder) / CONFIG_NAME).is_file():
             raise unreadable_archive(archive_file, f"it holds no {CONFIG_NAME}")
         weights = Path(weights_file) if weights_file else Path(folder) / WEIGHTS_NAME
-        return _load_from_directory(Path(folder), weights, overrides, f"the archive {archive_file}")
+        return _load_from_directory(Path(folder), weights, overrides, f"the archive {archive_file}", confined=True)
 
 
 def _verify_archived_weights(directory: Path, weights: Path) -> None:
@@ -154,7 +168,9 @@ def _read_json(path: Path, source: str) -> Any:
 
 
 def _load_from_directory(directory: Path, weights: Path, overrides: Union[str, Dict[str, Any]],
-                         source: str) -> Archive:
+                         source: str, confined: bool) -> Archive:
+    """Build the archive's model at `directory`; `confined`: an archive file's, whose pretrained
+    names may only resolve to its own copies or to names the user's `overrides` give."""
     from safetensors.torch import load_file
 
     from ipuflow.data.readers import DatasetReader
@@ -174,20 +190,25 @@ def _load_from_directory(directory: Path, weights: Path, overrides: Union[str, D
     meta = _read_json(meta_path, source) if meta_path.is_file() else {}
     raw = inference_settings(raw, source)  # before the user's overrides, which may set anything
     check_batch_size(raw, source)
+    user_given: FrozenSet[str] = frozenset()
     if overrides:
         from ipuflow.config.params import parse_overrides
 
-        raw = with_overrides(raw, parse_overrides(overrides))
+        parsed = parse_overrides(overrides)
+        user_given = frozenset(strings_in(parsed))
+        raw = with_overrides(raw, parsed)
     config = Params(raw)
     policy = ArchiveImportPolicy(source=source, trained_with=recorded_packages(meta))
     shapes = weight_shapes(weights, source)
-    with policy.applied(), patterns_from_untrusted_config(), pretrained_copies_applied(directory):
+    copies = pretrained_copies_applied(directory, user_given if confined else None, source)
+    with policy.applied(), patterns_from_untrusted_config(), copies:
         vocab_dir = directory / VOCABULARY_DIR
         check_vocabulary_size(vocab_dir, shapes, source)
         vocab = Vocabulary.from_files(str(vocab_dir)) if vocab_dir.is_dir() else Vocabulary.empty()
         if config.get("model") is None:
             raise ConfigurationError(f"{config_path}: the config has no 'model' section.")
-        check_model_shapes(lambda: Model.from_params(config.duplicate().get("model"), vocab=vocab), shapes, source)
+        check_model_shapes(lambda: Model.from_params(config.duplicate().get("model"), vocab=vocab), shapes, source,
+                           strict=confined)
         model = Model.from_params(config.duplicate().get("model"), vocab=vocab)
         try:
             state = load_file(str(weights))

@@ -9,10 +9,11 @@ import logging
 import tarfile
 import tempfile
 from pathlib import Path
-from typing import Any, Dict, Iterator, List
+from typing import Any, Dict, FrozenSet, Iterator, List, Optional
 
 from ipuflow.config import ConfigurationError
 from ipuflow.data.local_pretrained import archived_pretrained, import_transformers_offline, resolve_local_pretrained
+from ipuflow.experiment.archive.pretrained_patterns import check_tokenizer_patterns
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +46,7 @@ def save_pretrained_copy(name: str, target: Path) -> bool:
     written = False
     for auto in (transformers.AutoConfig, transformers.AutoTokenizer):
         try:
-            auto.from_pretrained(str(path), local_files_only=True).save_pretrained(str(target))
+            auto.from_pretrained(str(path), local_files_only=True, trust_remote_code=False).save_pretrained(str(target))
             written = True
         except (OSError, ValueError, KeyError):
             logger.debug("%s has no %s to archive", path, auto.__name__)
@@ -73,12 +74,15 @@ def add_pretrained_copies(archive: tarfile.TarFile, config_path: Path) -> None:
 
 
 @contextlib.contextmanager
-def pretrained_copies_applied(directory: Path) -> Iterator[None]:
+def pretrained_copies_applied(directory: Path, user_given: Optional[FrozenSet[str]] = None,
+                              source: str = "the archive") -> Iterator[None]:
     """Within the block, the pretrained names of an extracted archive at `directory` resolve to its
-    copies (nothing changes for an archive without them)."""
+    copies (whose tokenizer regexes must be ones transformers ships); with `user_given`, any other
+    name is refused unless it is one of those."""
     sources_path = directory / PRETRAINED_DIR / SOURCES_FILE
     if not sources_path.is_file():
-        yield
+        with archived_pretrained({}, user_given):
+            yield
         return
     try:
         sources = json.loads(sources_path.read_text(encoding="utf-8"))
@@ -86,5 +90,8 @@ def pretrained_copies_applied(directory: Path) -> Iterator[None]:
         raise ConfigurationError(f"{sources_path} is not valid JSON ({error}).") from None
     if not isinstance(sources, dict) or not all(isinstance(value, str) and value.isdigit() for value in sources.values()):
         raise ConfigurationError(f"{sources_path}: expected an object of model names to copy numbers, found {sources!r:.100}.")
-    with archived_pretrained({name: (directory / PRETRAINED_DIR / copy).resolve() for name, copy in sources.items()}):
+    copies = {name: (directory / PRETRAINED_DIR / copy).resolve() for name, copy in sources.items()}
+    for copy in sorted(set(copies.values())):
+        check_tokenizer_patterns(copy, source)
+    with archived_pretrained(copies, user_given):
         yield

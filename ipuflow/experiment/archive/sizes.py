@@ -7,8 +7,10 @@ weights' shapes are read from the safetensors header (a few KB) first, and
 
 * the vocabulary may hold no more entries than the weights have parameters (every entry the model
   can use has at least one);
-* the model is first built on PyTorch's meta device (shapes, no memory) and each parameter's shape
-  compared with the weights';
+* the header's offsets and lengths are checked against the file's real size, so every shape it
+  claims is paid for by bytes in the file (bounded by the archive's size limit);
+* the model is first built on PyTorch's meta device (shapes, no memory) and every parameter and
+  buffer compared with the weights' (one the weights lack is refused too);
 * one inference batch (micro-batch × device iterations × replicas × sequence length) may hold at
   most `MAX_BATCH_ELEMENTS` values.
 """
@@ -32,20 +34,54 @@ MAX_BATCH_ELEMENTS = 2**26
 """The most values one padded inference batch of an archive may hold (512 MB of int64 ids)."""
 
 
+DTYPE_BYTES = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E4M3": 1, "F8_E5M2": 1, "I16": 2, "U16": 2, "F16": 2, "BF16": 2,
+               "I32": 4, "U32": 4, "F32": 4, "I64": 8, "U64": 8, "F64": 8}
+"""Bytes per element of each safetensors dtype."""
+
+
 def weight_shapes(weights: Path, source: str) -> Dict[str, Tuple[int, ...]]:
-    """Each tensor's shape, from the safetensors file's header alone."""
+    """Each tensor's shape, from the safetensors file's header, after checking that the file really
+    holds every tensor the header describes (its offsets and lengths against the file's size): a
+    header is written by whoever made the archive, and a shape it claims must cost its bytes."""
     try:
+        size = weights.stat().st_size
         with open(weights, "rb") as file:
             prefix = file.read(8)
             if len(prefix) < 8:
                 raise ValueError("the file is shorter than its header length")
             (length,) = struct.unpack("<Q", prefix)
-            if length > MAX_HEADER_BYTES:
-                raise ValueError(f"its header claims {length:,} bytes")
+            if length > min(MAX_HEADER_BYTES, size - 8):
+                raise ValueError(f"its header claims {length:,} bytes of a {size:,}-byte file")
             header = json.loads(file.read(length))
-        return {name: tuple(int(size) for size in entry["shape"]) for name, entry in header.items() if name != "__metadata__"}
+        if not isinstance(header, dict):
+            raise ValueError("its header is not an object")
+        entries = {name: entry for name, entry in header.items() if name != "__metadata__"}
+        return _checked_layout(entries, size - 8 - length)
     except (ValueError, KeyError, TypeError, AttributeError, struct.error) as error:
         raise ConfigurationError(f"{source}: the weights file {weights.name} is not readable safetensors ({error}).") from None
+
+
+def _checked_layout(entries: Dict[str, Any], data_bytes: int) -> Dict[str, Tuple[int, ...]]:
+    """The shapes of `entries` (a safetensors header), refusing any whose bytes are not in the file:
+    each tensor's offsets lie inside the data, span exactly its shape's bytes, and overlap no other."""
+    shapes: Dict[str, Tuple[int, ...]] = {}
+    spans = []
+    for name, entry in entries.items():
+        shape = tuple(entry["shape"])
+        if not all(isinstance(dim, int) and not isinstance(dim, bool) and dim >= 0 for dim in shape):
+            raise ValueError(f"{name!r} has the shape {list(shape)!r:.80}")
+        begin, end = entry["data_offsets"]
+        if entry["dtype"] not in DTYPE_BYTES or not (isinstance(begin, int) and isinstance(end, int)):
+            raise ValueError(f"{name!r} has the dtype {entry['dtype']!r:.40} or offsets {entry['data_offsets']!r:.80}")
+        if not 0 <= begin <= end <= data_bytes or end - begin != math.prod(shape) * DTYPE_BYTES[entry["dtype"]]:
+            raise ValueError(f"{name!r} claims the shape {list(shape)} at bytes {begin:,}..{end:,}, which the file's "
+                             f"{data_bytes:,} bytes of data do not hold")
+        shapes[name] = shape
+        spans.append((begin, end))
+    spans.sort()
+    if any(later[0] < earlier[1] for earlier, later in zip(spans, spans[1:])):
+        raise ValueError("two tensors share bytes")
+    return shapes
 
 
 def check_vocabulary_size(vocabulary: Path, shapes: Dict[str, Tuple[int, ...]], source: str) -> None:
@@ -66,10 +102,12 @@ def check_vocabulary_size(vocabulary: Path, shapes: Dict[str, Tuple[int, ...]], 
                     )
 
 
-def check_model_shapes(build: Callable[[], Any], shapes: Dict[str, Tuple[int, ...]], source: str) -> None:
+def check_model_shapes(build: Callable[[], Any], shapes: Dict[str, Tuple[int, ...]], source: str,
+                       strict: bool = True) -> None:
     """Build the model with `build` on the meta device (no memory) and refuse the config if a
-    parameter or buffer's shape differs from the weights'. A model that cannot be built on the meta
-    device is left to the real build."""
+    parameter or buffer's shape differs from the weights' or the weights lack it. A model that
+    cannot be built on the meta device is refused if `strict` (an archive's), else left to the real
+    build (a run directory's, which may name pretrained weights of this machine to start from)."""
     import torch
 
     config_log = logging.getLogger("ipuflow.config")
@@ -80,21 +118,29 @@ def check_model_shapes(build: Callable[[], Any], shapes: Dict[str, Tuple[int, ..
             model = build()
     except ConfigurationError:
         raise
-    except Exception as error:  # a component that needs real tensors to build: checked on loading instead
-        logger.debug("The model could not be built on the meta device to check its sizes (%s).", error)
-        return
+    except Exception as error:  # its sizes cannot be known before allocating them: not from an archive
+        if not strict:
+            logger.debug("The model could not be built on the meta device to check its sizes (%s).", error)
+            return
+        detail = " ".join(str(error).split())[:200]
+        raise ConfigurationError(
+            f"{source}: its model could not be built on PyTorch's meta device ({type(error).__name__}: {detail}), "
+            "so its sizes cannot be checked against its weights before memory is allocated for them."
+        ) from None
     finally:
         config_log.setLevel(level)
     mismatched: List[str] = []
     for name, tensor in list(model.state_dict().items()):
         expected = shapes.get(name)
-        if expected is not None and tuple(tensor.shape) != expected:
+        if expected is None:
+            mismatched.append(f"{name}: the config builds {list(tensor.shape)}, the weights hold no such tensor")
+        elif tuple(tensor.shape) != expected:
             mismatched.append(f"{name}: the config builds {list(tensor.shape)}, the weights hold {list(expected)}")
     if mismatched:
         raise ConfigurationError(
             f"{source}: its config does not build the model its weights are for ({'; '.join(mismatched[:3])}"
             f"{'; …' if len(mismatched) > 3 else ''}). Sizes in the config (embedding_dim, hidden sizes, "
-            "vocabulary) must match the weights."
+            "vocabulary) must match the weights, and the weights must hold every parameter."
         )
 
 

@@ -3,13 +3,13 @@ archive's copy of its config, or from a config dict; and freezing its parameters
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any, Dict, Mapping, Optional, Sequence
 
 import torch
 
 from ipuflow.config import ConfigurationError
+from ipuflow.config.bounded_regex import search_names
 from ipuflow.data.local_pretrained import import_transformers_offline, is_archived_copy, resolve_local_pretrained
 
 WEIGHT_FILES = (
@@ -32,10 +32,11 @@ def load_auto_model(auto_class: str, name: str, key: str, settings: Mapping[str,
     path = resolve_local_pretrained(name, key)
     if is_archived_copy(name):
         try:
-            config = transformers.AutoConfig.from_pretrained(str(path), local_files_only=True, **settings)
+            config = transformers.AutoConfig.from_pretrained(str(path), local_files_only=True, trust_remote_code=False,
+                                                             **settings)
         except (OSError, ValueError) as error:
             raise ConfigurationError(f"the archive's copy of {name!r} has no readable config.json: {error}", key=key) from None
-        return factory.from_config(config)
+        return factory.from_config(config, trust_remote_code=False)
     if not has_weights(path):
         raise ConfigurationError(
             f"{name!r} ({path}) holds no model weights: expected one of {', '.join(WEIGHT_FILES)} there. Point it at "
@@ -44,6 +45,7 @@ def load_auto_model(auto_class: str, name: str, key: str, settings: Mapping[str,
         )
     kwargs: Dict[str, Any] = dict(from_pretrained_kwargs or {})
     kwargs["local_files_only"] = True
+    kwargs["trust_remote_code"] = False  # never code from the model directory, and never a prompt on stdin
     kwargs.setdefault("ignore_mismatched_sizes", True)  # a new task head replaces one with other labels
     try:
         return factory.from_pretrained(str(path), **kwargs, **settings)
@@ -63,29 +65,26 @@ def model_from_config(auto_class: str, config: Mapping[str, Any], settings: Mapp
     except (KeyError, ValueError, TypeError) as error:
         raise ConfigurationError(f"cannot make a {model_type!r} config: {error}", key="config") from None
     try:
-        return getattr(transformers, auto_class).from_config(model_config)
+        return getattr(transformers, auto_class).from_config(model_config, trust_remote_code=False)
     except ValueError as error:
         raise ConfigurationError(f"{auto_class} does not take a {model_type!r} model: {error}", key="config") from None
 
 
 def freeze_parameters(module: torch.nn.Module, patterns: Sequence[str], key: str = "freeze") -> int:
     """Stop training the parameters of `module` whose names match any of the regexes `patterns`
-    (searched, as `re.search`); a pattern that matches nothing is an error. Returns how many froze."""
+    (searched, as `re.search`, under a time limit); a pattern that matches nothing is an error.
+    Returns how many froze."""
+    parameters = dict(module.named_parameters())
     frozen = 0
     for index, pattern in enumerate(patterns):
-        try:
-            regex = re.compile(pattern)
-        except re.error as error:
-            raise ConfigurationError(key=f"{key}.{index}", expected="a regular expression", found=f"{pattern!r} ({error})") from None
-        matched = [parameter for name, parameter in module.named_parameters() if regex.search(name)]
+        matched = search_names(pattern, parameters, f"{key}.{index}")
         if not matched:
-            names = [name for name, _ in module.named_parameters()]
             raise ConfigurationError(
-                f"{pattern!r} matches no parameter name (the names look like {names[:3]}).", key=f"{key}.{index}"
+                f"{pattern!r} matches no parameter name (the names look like {list(parameters)[:3]}).", key=f"{key}.{index}"
             )
-        for parameter in matched:
-            if parameter.requires_grad:
-                parameter.requires_grad_(False)
+        for name in matched:
+            if parameters[name].requires_grad:
+                parameters[name].requires_grad_(False)
                 frozen += 1
     return frozen
 

@@ -7,12 +7,12 @@ Config: ``"optimizer": {"type": "adamw", "lr": 1e-4, "parameter_groups": [[["bia
 from __future__ import annotations
 
 import logging
-import re
 from typing import Any, ClassVar, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import torch
 
 from ipuflow.config import ConfigurationError, Registrable, validators
+from ipuflow.config.bounded_regex import search_names
 from ipuflow.execution.poptorch import LAMB_MAX_WEIGHT_NORM
 from ipuflow.training.optim.implementation import (Implementation, accepted_switches, apply_implementation,
                                                    choose_implementation)
@@ -80,7 +80,7 @@ def _configured_groups(parameter_groups: ParameterGroups) -> List[Dict[str, Any]
         if isinstance(regexes, str) or not isinstance(regexes, (list, tuple)):
             raise ConfigurationError(key=f"parameter_groups.{index}.0", expected="a list of regexes", found=regexes)
         check_hyperparameters(options, prefix=f"parameter_groups.{index}.1.")
-        groups.append({"regexes": [re.compile(regex) for regex in regexes], "options": dict(options), "params": []})
+        groups.append({"regexes": list(regexes), "options": dict(options), "params": []})
     return groups
 
 
@@ -88,15 +88,20 @@ def _assign_parameters(model_parameters: List[Tuple[str, torch.nn.Parameter]], g
                        no_decay: Sequence[str]) -> Tuple[List[torch.nn.Parameter], List[torch.nn.Parameter]]:
     """Put each parameter in the one group whose regex finds its name, and return those no group
     finds: (the ones a `no_decay` regex finds, the rest). Warns of a group regex that finds none."""
+    names = [name for name, _ in model_parameters]
+    # Each pattern is searched under a time limit: a config's regex may backtrack catastrophically.
+    group_matches = [[(regex, set(search_names(regex, names, f"parameter_groups.{index}.0.{position}")))
+                      for position, regex in enumerate(group["regexes"])] for index, group in enumerate(groups)]
+    undecayed_names = {name for position, regex in enumerate(no_decay)
+                       for name in search_names(regex, names, f"no_decay.{position}")}
     default_params: List[torch.nn.Parameter] = []
     undecayed: List[torch.nn.Parameter] = []
-    no_decay_regexes = [re.compile(regex) for regex in no_decay]
     matched_regexes: set = set()
     for name, param in model_parameters:
         owner: Optional[int] = None
-        for index, group in enumerate(groups):
-            for regex in group["regexes"]:
-                if regex.search(name):
+        for index, matches in enumerate(group_matches):
+            for regex, matched in matches:
+                if name in matched:
                     if owner is not None and owner != index:
                         raise ConfigurationError(
                             f"parameter {name!r} matches group {owner} and group {index}; each parameter may "
@@ -104,8 +109,8 @@ def _assign_parameters(model_parameters: List[Tuple[str, torch.nn.Parameter]], g
                             key="parameter_groups",
                         )
                     owner = index
-                    matched_regexes.add((index, regex.pattern))
-        if owner is None and any(regex.search(name) for regex in no_decay_regexes):
+                    matched_regexes.add((index, regex))
+        if owner is None and name in undecayed_names:
             undecayed.append(param)
         elif owner is None:
             default_params.append(param)
@@ -114,8 +119,8 @@ def _assign_parameters(model_parameters: List[Tuple[str, torch.nn.Parameter]], g
 
     for index, group in enumerate(groups):
         for regex in group["regexes"]:
-            if (index, regex.pattern) not in matched_regexes:
-                logger.warning("optimizer.parameter_groups.%d: regex %r matches no parameter", index, regex.pattern)
+            if (index, regex) not in matched_regexes:
+                logger.warning("optimizer.parameter_groups.%d: regex %r matches no parameter", index, regex)
     return undecayed, default_params
 
 
