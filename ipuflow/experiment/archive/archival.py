@@ -18,7 +18,7 @@ import tarfile
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, FrozenSet, Iterator, Optional, Sequence, Union
+from typing import Any, Dict, FrozenSet, Iterator, Optional, Sequence, Tuple, Union
 
 from ipuflow.config import ConfigurationError, Params
 from ipuflow.config.import_policy import ArchiveImportPolicy, recorded_packages
@@ -171,12 +171,39 @@ def _load_from_directory(directory: Path, weights: Path, overrides: Union[str, D
                          source: str, confined: bool) -> Archive:
     """Build the archive's model at `directory`; `confined`: an archive file's, whose pretrained
     names may only resolve to its own copies or to names the user's `overrides` give."""
-    from safetensors.torch import load_file
-
     from ipuflow.data.readers import DatasetReader
     from ipuflow.data.vocabulary import Vocabulary
     from ipuflow.models.model import Model
 
+    config, meta, user_given = _archived_config(directory, weights, overrides, source)
+    policy = ArchiveImportPolicy(source=source, trained_with=recorded_packages(meta))
+    shapes = weight_shapes(weights, source)
+    copies = pretrained_copies_applied(directory, user_given if confined else None, source)
+    with policy.applied(), patterns_from_untrusted_config(), copies:
+        vocab_dir = directory / VOCABULARY_DIR
+        check_vocabulary_size(vocab_dir, shapes, source)
+        vocab = Vocabulary.from_files(str(vocab_dir)) if vocab_dir.is_dir() else Vocabulary.empty()
+        if config.get("model") is None:
+            raise ConfigurationError(f"{directory / CONFIG_NAME}: the config has no 'model' section.")
+        check_model_shapes(lambda: Model.from_params(config.duplicate().get("model"), vocab=vocab), shapes, source,
+                           strict=confined)
+        model = Model.from_params(config.duplicate().get("model"), vocab=vocab)
+        _load_weights(model, weights, source)
+        model.eval()
+        reader_params = config.duplicate().get("dataset_reader")
+        reader = DatasetReader.from_params(reader_params) if reader_params is not None else None
+        validation_params = config.duplicate().get("validation_dataset_reader")
+        validation_reader = DatasetReader.from_params(validation_params) if validation_params is not None else reader
+    return Archive(model=model, config=config, vocab=vocab, dataset_reader=reader,
+                   validation_dataset_reader=validation_reader, meta=meta if isinstance(meta, dict) else {},
+                   import_policy=policy)
+
+
+def _archived_config(directory: Path, weights: Path, overrides: Union[str, Dict[str, Any]],
+                     source: str) -> Tuple[Params, Any, FrozenSet[str]]:
+    """The config at `directory` as inference may use it, with the user's `overrides`; its meta file
+    (empty without one); and the strings the overrides give. Checks that the weights are there and
+    intact first."""
     config_path = directory / CONFIG_NAME
     if not config_path.is_file():
         raise ConfigurationError(f"{directory} holds no {CONFIG_NAME}: it is not an ipuflow archive or run directory.")
@@ -197,40 +224,26 @@ def _load_from_directory(directory: Path, weights: Path, overrides: Union[str, D
         parsed = parse_overrides(overrides)
         user_given = frozenset(strings_in(parsed))
         raw = with_overrides(raw, parsed)
-    config = Params(raw)
-    policy = ArchiveImportPolicy(source=source, trained_with=recorded_packages(meta))
-    shapes = weight_shapes(weights, source)
-    copies = pretrained_copies_applied(directory, user_given if confined else None, source)
-    with policy.applied(), patterns_from_untrusted_config(), copies:
-        vocab_dir = directory / VOCABULARY_DIR
-        check_vocabulary_size(vocab_dir, shapes, source)
-        vocab = Vocabulary.from_files(str(vocab_dir)) if vocab_dir.is_dir() else Vocabulary.empty()
-        if config.get("model") is None:
-            raise ConfigurationError(f"{config_path}: the config has no 'model' section.")
-        check_model_shapes(lambda: Model.from_params(config.duplicate().get("model"), vocab=vocab), shapes, source,
-                           strict=confined)
-        model = Model.from_params(config.duplicate().get("model"), vocab=vocab)
-        try:
-            state = load_file(str(weights))
-        except Exception as error:  # safetensors raises its own SafetensorError, not an OSError
-            raise ConfigurationError(f"{source}: the weights file {weights.name} is not readable safetensors "
-                                     f"({error}).") from None
-        try:
-            missing, unexpected = model.load_state_dict(state, strict=False)
-        except RuntimeError as error:  # a tensor of another shape than the config's model has
-            detail = " ".join(str(error).split())
-            raise ConfigurationError(f"{source}: the weights do not fit the model the config builds "
-                                     f"({detail[:500]}).") from None
-        if missing or unexpected:
-            raise ConfigurationError(
-                f"{weights} does not fit the model the config builds: missing {sorted(missing)[:5]}, "
-                f"unexpected {sorted(unexpected)[:5]}."
-            )
-        model.eval()
-        reader_params = config.duplicate().get("dataset_reader")
-        reader = DatasetReader.from_params(reader_params) if reader_params is not None else None
-        validation_params = config.duplicate().get("validation_dataset_reader")
-        validation_reader = DatasetReader.from_params(validation_params) if validation_params is not None else reader
-    return Archive(model=model, config=config, vocab=vocab, dataset_reader=reader,
-                   validation_dataset_reader=validation_reader, meta=meta if isinstance(meta, dict) else {},
-                   import_policy=policy)
+    return Params(raw), meta, user_given
+
+
+def _load_weights(model: Any, weights: Path, source: str) -> None:
+    """Load the safetensors file `weights` into `model`, every parameter and buffer of it and no other."""
+    from safetensors.torch import load_file
+
+    try:
+        state = load_file(str(weights))
+    except Exception as error:  # safetensors raises its own SafetensorError, not an OSError
+        raise ConfigurationError(f"{source}: the weights file {weights.name} is not readable safetensors "
+                                 f"({error}).") from None
+    try:
+        missing, unexpected = model.load_state_dict(state, strict=False)
+    except RuntimeError as error:  # a tensor of another shape than the config's model has
+        detail = " ".join(str(error).split())
+        raise ConfigurationError(f"{source}: the weights do not fit the model the config builds "
+                                 f"({detail[:500]}).") from None
+    if missing or unexpected:
+        raise ConfigurationError(
+            f"{weights} does not fit the model the config builds: missing {sorted(missing)[:5]}, "
+            f"unexpected {sorted(unexpected)[:5]}."
+        )
