@@ -31,7 +31,7 @@ local max_length = 128;
     num_epochs: 1,
     validation_metric: "+span_f1",
     optimizer: { type: "adamw", lr: 1e-4, weight_decay: 0.01 },
-    learning_rate_scheduler: { type: "linear_with_warmup", warmup_steps: 50 },
+    learning_rate_scheduler: { type: "linear_with_warmup", warmup_ratio: 0.1 },
     grad_norm: 1.0,
     executor: { type: "native" },
   },
