@@ -40,7 +40,8 @@ def test_minilm_tagger_on_a_slice_of_conll2003_reaches_an_f1_floor(tmp_path, cap
         "trainer.num_epochs": 2,
         "trainer.validation_metric": "-loss",
         "trainer.optimizer.lr": 3e-4,
-        "trainer.learning_rate_scheduler": {"type": "linear_with_warmup", "warmup_steps": 10},
+        "trainer.learning_rate_scheduler.warmup_ratio": None,
+        "trainer.learning_rate_scheduler.warmup_steps": 10,
         "random_seed": 1, "numpy_seed": 2, "pytorch_seed": 3,
     }
     run_dir = tmp_path / "run"
