@@ -114,6 +114,7 @@ def sequence_classification(args, model_path):
 
 def headline_generation(args, model_path):
     """run_summarization's recipe with a BERT2BERT model; returns as `token_classification`."""
+    import numpy
     from datasets import Dataset
     from rouge_score.rouge_scorer import RougeScorer
     from transformers import (AutoTokenizer, DataCollatorForSeq2Seq, EncoderDecoderModel, Seq2SeqTrainer,
@@ -142,6 +143,8 @@ def headline_generation(args, model_path):
     scorer = RougeScorer(["rougeL"], use_stemmer=True)
 
     def rouge_l(predictions, label_ids):
+        # The Trainer pads generations of different lengths with -100 when it gathers them (as run_summarization undoes).
+        predictions = numpy.where(predictions != -100, predictions, tokenizer.pad_token_id)
         generated = tokenizer.batch_decode(predictions, skip_special_tokens=True)
         targets = [row["target"] for row in splits["test"]]
         scores = [scorer.score(target, text)["rougeL"].fmeasure for target, text in zip(targets, generated)]
