@@ -74,6 +74,15 @@ class _LazyGroup(click.Group):
 
         return getattr(importlib.import_module(module_name), attribute)
 
+    def resolve_command(self, ctx: click.Context, args: List[str]) -> Any:
+        name = args[0] if args else ""
+        if name and not name.startswith("-") and name not in self._commands:
+            # Imported here: the config layer is not needed for `--help`.
+            from ipuflow.config.errors import did_you_mean
+
+            ctx.fail(f"No such command {name!r}.{did_you_mean(name, self._commands)}")
+        return super().resolve_command(ctx, args)
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows = [(name, help_text) for name, (_, _, help_text) in self._commands.items()]
         with formatter.section("Commands"):

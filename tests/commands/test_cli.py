@@ -37,6 +37,16 @@ def test_unknown_command_and_missing_argument_are_usage_errors(capsys):
     assert "Missing option '-s'" in capsys.readouterr().err
 
 
+def test_a_misspelt_command_is_a_usage_error_naming_the_closest_command(capsys):
+    assert run(["trian"]) == 2
+    assert "No such command 'trian'. Did you mean 'train'?" in capsys.readouterr().err
+    assert run(["export_pretrained"]) == 2
+    assert "Did you mean 'export-pretrained'?" in capsys.readouterr().err
+    assert run(["frobnicate"]) == 2
+    err = capsys.readouterr().err
+    assert "No such command 'frobnicate'." in err and "Did you mean" not in err
+
+
 def test_configuration_error_is_one_paragraph_exit_2_and_debug_shows_the_traceback(tmp_path):
     config = tmp_path / "bad.jsonnet"
     config.write_text('{"model": std.extVar("IPUFLOW_SURELY_UNSET")}')
