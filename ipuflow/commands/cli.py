@@ -146,10 +146,21 @@ def run(argv: Optional[List[str]] = None) -> int:
         click.echo("Interrupted.", err=True)
         return 130
     except Exception as error:  # every other failure: one paragraph, traceback on request
+        exit_code = exit_code_for(error)
         if not _reports(error):
-            return EXIT_RUNTIME_ERROR
+            return exit_code
         if _debug["enabled"]:
             traceback.print_exc()
-            return EXIT_RUNTIME_ERROR
+            return exit_code
         hint = " (run with --debug for the traceback)"
-        return report_error(f"{type(error).__name__}: {error}{hint}", EXIT_RUNTIME_ERROR)
+        return report_error(f"{type(error).__name__}: {error}{hint}", exit_code)
+
+
+def exit_code_for(error: BaseException) -> int:
+    """128 + the signal's number for a command a signal stopped (130 for SIGINT, 143 for SIGTERM, as
+    shells report them), else the runtime-failure code."""
+    import signal
+
+    name = getattr(error, "signal_name", None)
+    number = getattr(signal, name, None) if isinstance(name, str) and name.startswith("SIG") else None
+    return 128 + int(number) if number is not None else EXIT_RUNTIME_ERROR

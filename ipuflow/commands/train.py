@@ -8,7 +8,7 @@ from typing import Any, Dict, Optional, Tuple
 
 import click
 
-from ipuflow.commands.cli import EXIT_CONFIG_ERROR, EXIT_RUNTIME_ERROR, debug_option, include_package_option, report_error
+from ipuflow.commands.cli import EXIT_CONFIG_ERROR, debug_option, exit_code_for, include_package_option, report_error
 
 
 def parse_ext_vars(pairs: Tuple[str, ...]) -> Dict[str, str]:
@@ -107,8 +107,9 @@ def train(config_file: Optional[str], serialization_dir: str, recover: bool, for
         )
     except (TrainingInterrupted, RunDirectoryLocked, CheckpointsUnreadable) as stopped:
         # Each says what happened and what to do next in one paragraph: no exception name, no traceback.
-        # A directory in use by another process is a usage conflict, like any refused -s.
-        code = EXIT_CONFIG_ERROR if isinstance(stopped, RunDirectoryLocked) else EXIT_RUNTIME_ERROR
+        # A directory in use by another process is a usage conflict, like any refused -s; a signal
+        # exits as shells report it (130 for SIGINT).
+        code = EXIT_CONFIG_ERROR if isinstance(stopped, RunDirectoryLocked) else exit_code_for(stopped)
         if environment_rank() != 0:
             return code  # under torchrun every rank stops alike, and rank 0 says so for the group
         return report_error(str(stopped), code)
