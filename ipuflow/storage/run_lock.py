@@ -95,8 +95,13 @@ class RunDirectoryLock:
             # Closing the file gives the probe's lock back.
 
     def release(self) -> None:
-        """Give the lock back (the file stays; it is empty of meaning once unlocked)."""
+        """Give the lock back. The file stays, emptied of its owner's record while still locked:
+        removing it would let a process that opened it just before take a lock on a file that no
+        longer has a name, beside the next process's new one."""
         if self._file is not None:
+            self._file.seek(0)
+            self._file.truncate()
+            self._file.flush()
             self._file.close()
             self._file = None
 

@@ -216,6 +216,16 @@ def test_an_empty_directory_is_not_removed_from_under_the_process_that_holds_its
     assert not directory.exists()
 
 
+def test_a_released_lock_names_no_owner(tmp_path):
+    """A finished run's lock file no longer records the process id of a process long gone."""
+    from ipuflow.storage import LOCK_NAME, RunDirectoryLock
+
+    directory = tmp_path / "run"
+    with RunDirectoryLock(directory):
+        assert '"pid"' in (directory / LOCK_NAME).read_text()
+    assert (directory / LOCK_NAME).read_text() == ""
+
+
 # -- 17.9: non-UTF-8 data ------------------------------------------------------------------------
 
 
