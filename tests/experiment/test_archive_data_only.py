@@ -268,6 +268,8 @@ SQUAD = {"type": "squad", "tokenizer": {"type": "pretrained_transformer", "model
     ("model", {**SEQ2SEQ, "generation_kwargs": {"max_length": 10}}, "model.generation_kwargs: not a setting a model archive"),
     ("dataset_reader", {"type": "text_classification_json", "tokenizer": {"type": "regex", "flags": 2}},
      "dataset_reader.tokenizer.flags: not a setting a model archive's config may give here (it may give: lowercase, pattern)"),
+    ("data_loader", {"batch_size": 8, "pad_to_multiple_of": 1_000_000}, "data_loader.pad_to_multiple_of: expected an integer from 1 to 128"),
+    ("data_loader", {"batch_size": 8, "padding": "everything"}, "data_loader.padding: expected one of 'auto', 'longest', 'fixed'"),
 ])
 def test_the_allow_list_refuses_unbounded_knobs_and_unknown_keys(section, settings, refusal):
     with pytest.raises(ConfigurationError) as error:
@@ -303,6 +305,37 @@ def test_every_component_ipuflow_registers_for_inference_has_an_allow_list():
         assert own <= set(COMPONENTS[family]), (family, own - set(COMPONENTS[family]))
         if family in DEFAULT_TYPES:
             assert DEFAULT_TYPES[family] == base.default_implementation
+
+
+def test_every_config_key_of_those_components_has_a_rule():
+    """A key added to a component's constructor (the loader's `padding`, say) must get its bound here,
+    or every archive trained with it would be refused at load."""
+    import inspect
+
+    import ipuflow.commands.cli  # noqa: F401  (registers every built-in component)
+
+    families = {"Model": "model", "Seq2VecEncoder": "encoder", "Metric": "metric", "Tokenizer": "tokenizer",
+                "DatasetReader": "dataset_reader", "DataLoader": "data_loader", "Postprocessor": "postprocessor"}
+    injected = {"self", "vocab", "serialization_dir", "instances"}
+    missing = {}
+    for base, registry in Registrable._registry.items():
+        family = families.get(base.__name__)
+        if family is None:
+            continue
+        for name, (cls, _) in registry.items():
+            keys = COMPONENTS[family].get(name)
+            if not cls.__module__.startswith("ipuflow.") or keys is None or keys.others is not None:
+                continue
+            parameters = set()
+            for klass in cls.__mro__:  # a constructor taking **kwargs passes them to its parent's
+                signature = inspect.signature(klass.__dict__.get("__init__", object.__init__))
+                parameters |= {p.name for p in signature.parameters.values() if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)}
+                if "__init__" in klass.__dict__ and not any(p.kind == p.VAR_KEYWORD for p in signature.parameters.values()):
+                    break
+            unruled = parameters - injected - set(keys.rules)
+            if unruled:
+                missing[f"{family}.{name}"] = sorted(unruled)
+    assert not missing, missing
 
 
 @pytest.mark.parametrize("name", ["quickstart", "quickstart_ipu", "digits_mlp", "rotten_tomatoes_minilm",

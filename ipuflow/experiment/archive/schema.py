@@ -118,7 +118,12 @@ COMPONENTS: Dict[str, Dict[str, Keys]] = {
         "fixed_shape": Keys({"batch_size": Int(1, 2**16), "shuffle": boolean, "drop_last": boolean,
                              "pad_on_batch_axis": boolean, "max_length": LENGTH,
                              "length_buckets": ListOf(Int(1, 2**16), 64, optional=True), "num_workers": Drop(),
-                             "seed": Int(0, 2**63 - 1)}),
+                             "seed": Int(0, 2**63 - 1), "padding": Choice(("auto", "longest", "fixed")),
+                             # Per-batch padding rounds up to this multiple: a bounded step past max_length.
+                             "pad_to_multiple_of": Int(1, 128),
+                             # Length grouping orders shuffled (training) batches only.
+                             "length_grouping": Drop(noted=False), "sorting_keys": Drop(noted=False),
+                             "padding_noise": Drop(noted=False)}),
     },
     "postprocessor": {
         "grouped_vote": Keys({"group_field": NAME, "label_namespace": NAME}),
