@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Dict, Mapping, Optional
 import torch
 
 from ipuflow.config import Registrable
+from ipuflow.data.collate import DEFAULT_LENGTH_MULTIPLE
 
 if TYPE_CHECKING:
     from ipuflow.data.loader import DataLoader
@@ -191,12 +192,19 @@ class StepExecutor(Registrable):
         batches of any sequence length (then the data loader pads each batch to its own longest list)."""
         return compiled_shapes_reason(StepExecutor.registered_name(type(self)) or type(self).__name__)
 
+    @property
+    def length_multiple(self) -> int:
+        """The multiple this executor's device runs sequence lengths best at, for batches padded to
+        their own longest list."""
+        return DEFAULT_LENGTH_MULTIPLE
+
     def prepare(self, loader: "DataLoader", compile: bool = True) -> None:
         """Fit `loader` to this executor: its combined batches take this executor's batch-size factor
         (so `len(loader)` counts host calls) and its padding the shapes this executor takes
-        (`fixed_shapes_reason`), and, unless `compile` is false, every batch shape it can yield is
-        compiled now (`compile_for`)."""
+        (`fixed_shapes_reason`, `length_multiple`), and, unless `compile` is false, every batch shape
+        it can yield is compiled now (`compile_for`)."""
         loader.set_batch_size_factor(self.batch_size_factor)
+        loader.set_length_multiple(self.length_multiple)
         loader.set_fixed_shapes(self.fixed_shapes_reason)
         if compile:
             self.compile_for(loader)

@@ -16,6 +16,7 @@ from ipuflow.config import ConfigurationError, validators
 from ipuflow.distributed.data_parallel import SHARDED_MARK, ReplicaGroup, mean_over_ranks, require_sharding, update_contexts
 from ipuflow.distributed.process_group import BACKENDS, rank_device
 from ipuflow.distributed.replicas import replicated_options
+from ipuflow.data.collate import DEFAULT_LENGTH_MULTIPLE
 from ipuflow.execution.executor import COMPILE_IGNORED_WARNING, Batch, StepExecutor, StepResult, require_optimizer_for
 from ipuflow.execution.input_spec import InputSpec
 from ipuflow.execution.memory_and_math import enable_gradient_checkpointing, enable_tf32
@@ -304,6 +305,12 @@ class NativeExecutor(StepExecutor):
         if self._compile_option is False:
             return None
         return "the native executor with compile builds a torch.compile graph for every input shape"
+
+    @property
+    def length_multiple(self) -> int:
+        """8 on CUDA (tensor cores take lengths in multiples of 8); 1 elsewhere: a CPU pays for every
+        padded position and runs any length as fast."""
+        return DEFAULT_LENGTH_MULTIPLE if self._device.type == "cuda" else 1
 
     def prepare(self, loader: "DataLoader", compile: bool = True) -> None:
         """Fit `loader` to this executor (see `StepExecutor.prepare`); eagerly, batches padded to their

@@ -76,7 +76,7 @@ def test_stdout_is_only_the_json_plan_with_updates_schedule_optimizer_callbacks_
     assert "progress" in report["callbacks"] and report["validation_metric"] == "+accuracy"
     assert report["trial_step"]["training_loss"] > 0
     assert "accuracy" in report["trial_step"]["validation_metrics"]
-    assert report["padding"]["padding"] == "longest" and report["padding"]["pad_to_multiple_of"] == 8
+    assert report["padding"]["padding"] == "longest" and report["padding"]["pad_to_multiple_of"] == 1
     assert report["padding"]["because"] == "the executor runs any sequence length"
     assert not (tmp_path / "run").exists()
 
