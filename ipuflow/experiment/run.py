@@ -169,7 +169,7 @@ def _train_locked(params: Params, directory: Path, lock: Optional[RunDirectoryLo
         # was started (a failed or interrupted resume leaves it as it was).
         previous = _read_json(directory / META_NAME) if (directory / META_NAME).is_file() else None
         write_json_atomically(directory / META_NAME, run_metadata(previous))
-    archive = archive_model(directory)
+    archive = archive_model(directory, weights_sha256=experiment.trainer.get_best_weights_sha256())
     status = experiment.trainer.run_status
     if status.training_finished:
         status.archived = True

@@ -387,7 +387,8 @@ class GradientDescentTrainer(TrainerReadout, CallbackList, Trainer):
         if is_best:
             checkpoints = self._checkpoints
             here = checkpoints.last_checkpoint if checkpoints is not None and checkpoints.is_saved(state) else None
-            self._best.write(state, checkpoint_here=here)
+            digest = None if here is None else checkpoints.checkpointer.written_sha256(here)  # type: ignore[union-attr]
+            self._best.write(state, checkpoint_here=here, checkpoint_sha256=digest)
 
     # -- stopping and checkpoints ------------------------------------------------------------
 

@@ -67,6 +67,10 @@ class TrainerReadout:
         """The file holding the best weights so far, if one was written."""
         return self._best.existing_path()
 
+    def get_best_weights_sha256(self) -> Optional[str]:
+        """The SHA-256 of the best-weights file, recorded when it was written."""
+        return self.state.best_sha256 if self._best.existing_path() is not None else None
+
     @property
     def run_status(self) -> RunStatus:
         """Where the run stands (as of the latest checkpoint or later)."""
