@@ -94,34 +94,37 @@ def test_poptorch_takes_callbacks_that_do_not_override_them(tmp_path, monkeypatc
     assert trainer.callbacks
 
 
-def test_hugging_face_callbacks_see_the_events_only_where_they_override_them(tmp_path):
+class GradientNorms:
+    """A Hugging Face callback that reads the gradients' norm before every update (defined lazily below)."""
+
+
+def _hugging_face_callback():
     transformers = pytest.importorskip("transformers")
-    if not hasattr(transformers.TrainerCallback, "on_optimizer_step"):
+    if not hasattr(transformers.TrainerCallback, "on_pre_optimizer_step"):
         pytest.skip("this transformers has no optimizer-step events")
-    from ipuflow.training.callbacks.huggingface.callback import HuggingFaceCallback
 
-    plain = HuggingFaceCallback(str(tmp_path), "transformers.PrinterCallback")
-    assert not {"on_pre_optimizer_step", "on_optimizer_step", "on_substep_end"} & {name for name, _ in plain.listeners()}
-
-    class GradientNorms(transformers.TrainerCallback):
+    class Norms(transformers.TrainerCallback):
         seen = []
 
         def on_pre_optimizer_step(self, args, state, control, model=None, **kwargs):
             norm = torch.norm(torch.stack([p.grad.norm() for p in model.parameters()]))
-            GradientNorms.seen.append((state.global_step, float(norm)))
+            Norms.seen.append((state.global_step, float(norm)))
 
-    monkeypatch_module = type(sys)("gradient_norms_for_test")
-    monkeypatch_module.GradientNorms = GradientNorms
-    sys.modules["gradient_norms_for_test"] = monkeypatch_module
-    try:
-        from ipuflow.config import import_policy  # noqa: F401  - the module path must be importable
-        callback = HuggingFaceCallback(str(tmp_path), "gradient_norms_for_test.GradientNorms")
-        trainer = build(tmp_path, {"num_epochs": 1, "executor": {"type": "native", "device": "cpu",
-                                                                 "gradient_accumulation": 2}},
-                        train=8, validation=4, batch_size=2)
-        trainer.add_callback(callback)
-        trainer.train()
-    finally:
-        del sys.modules["gradient_norms_for_test"]
+    return Norms
+
+
+def test_hugging_face_callbacks_see_the_events_only_where_they_override_them(tmp_path):
+    from ipuflow.training.callbacks.huggingface.callback import HuggingFaceCallback
+
+    global GradientNorms
+    GradientNorms = _hugging_face_callback()
+    plain = HuggingFaceCallback(str(tmp_path), "transformers.PrinterCallback")
+    assert not {"on_pre_optimizer_step", "on_optimizer_step", "on_substep_end"} & {name for name, _ in plain.listeners()}
+
+    callback = {"type": "huggingface", "callback": f"{__name__}.GradientNorms"}
+    trainer = build(tmp_path, {"num_epochs": 1, "callbacks": [callback],
+                               "executor": {"type": "native", "device": "cpu", "gradient_accumulation": 2}},
+                    train=8, validation=4, batch_size=2)
+    trainer.train()
     assert [step for step, _ in GradientNorms.seen] == [0, 1]
     assert all(norm > 0 for _, norm in GradientNorms.seen)

@@ -52,7 +52,7 @@ from ipuflow.training.loop.construction import (
 )
 from ipuflow.training.state.trainer_state import TrainerState, is_primary
 from ipuflow.training.loop.training_metrics import TrainingMetrics
-from ipuflow.training.loop.validation import Validation, score
+from ipuflow.training.loop.validation import ValidationExamples, Validation, ValidationLoaders, named_sets, score
 
 logger = logging.getLogger(__name__)
 
@@ -77,14 +77,14 @@ class GradientDescentTrainer(TrainerReadout, CallbackList, Trainer):
     def __init__(
         self, model: Model, executor: StepExecutor, data_loader: DataLoader,
         optimizer: Optional[torch.optim.Optimizer] = None, patience: Optional[int] = None,
-        validation_metric: Union[str, List[str]] = "-loss", validation_data_loader: Optional[DataLoader] = None,
+        validation_metric: Union[str, List[str]] = "-loss", validation_data_loader: Optional[ValidationLoaders] = None,
         num_epochs: int = 20, serialization_dir: Optional[str] = None, checkpointer: Optional[Checkpointer] = None,
         learning_rate_scheduler: Optional[LearningRateScheduler] = None,
         momentum_scheduler: Optional[MomentumScheduler] = None, moving_average: Optional[MovingAverage] = None,
         callbacks: Optional[List[TrainerCallback]] = None, batch_callbacks: Optional[List[BatchCallback]] = None,
         epoch_callbacks: Optional[List[EpochCallback]] = None, grad_clipping: Optional[float] = None,
         validation_interval: Optional[int] = None, max_steps: Optional[int] = None, log_interval: int = 10,
-        enable_default_callbacks: bool = True, validation_examples: Optional[ExampleScoring] = None,
+        enable_default_callbacks: bool = True, validation_examples: Optional[ValidationExamples] = None,
     ) -> None:
         serialization_dir = serialization_dir or tempfile.mkdtemp(prefix="ipuflow-")
         super().__init__(serialization_dir)
@@ -92,7 +92,8 @@ class GradientDescentTrainer(TrainerReadout, CallbackList, Trainer):
         check_trainer_arguments(executor, patience, validation_data_loader, grad_clipping, num_epochs=num_epochs,
                                 validation_interval=validation_interval, max_steps=max_steps, log_interval=log_interval)
         self.model, self.executor, self.optimizer = model, executor, optimizer
-        self.data_loader, self.validation_data_loader = data_loader, validation_data_loader
+        # Several validation sets ({name: loader}): callbacks' `validation_data_loader` is the first one's.
+        self.data_loader, self.validation_data_loader = data_loader, next(iter(named_sets(validation_data_loader).values()), None)
         self.num_epochs, self.max_steps = num_epochs, max_steps
         self._validation_interval, self._log_interval = validation_interval, log_interval
         self._metric_tracker = MetricTracker(validation_metric, patience)
@@ -120,7 +121,7 @@ class GradientDescentTrainer(TrainerReadout, CallbackList, Trainer):
     @classmethod
     def from_partial_objects(
         cls, model: Model, serialization_dir: str, data_loader: DataLoader,
-        validation_data_loader: Optional[DataLoader] = None, optimizer: Lazy[Optimizer] = Lazy(Optimizer),
+        validation_data_loader: Optional[ValidationLoaders] = None, optimizer: Lazy[Optimizer] = Lazy(Optimizer),
         patience: Optional[int] = None, validation_metric: Union[str, List[str]] = "-loss", num_epochs: int = 20,
         checkpointer: Optional[Lazy[Checkpointer]] = Lazy(Checkpointer), grad_norm: Union[float, bool] = False,
         grad_clipping: Optional[float] = None, learning_rate_scheduler: Optional[Lazy[LearningRateScheduler]] = None,
@@ -132,7 +133,7 @@ class GradientDescentTrainer(TrainerReadout, CallbackList, Trainer):
         num_gradient_accumulation_steps: Optional[int] = None, no_grad: Optional[List[str]] = None,
         executor: Lazy[StepExecutor] = Lazy(StepExecutor), validation_interval: Optional[int] = None,
         max_steps: Optional[int] = None, log_interval: int = 10, enable_default_callbacks: bool = True,
-        validation_examples: Optional[ExampleScoring] = None,
+        validation_examples: Optional[ValidationExamples] = None,
     ) -> "GradientDescentTrainer":
         """Build every part in dependency order (docs/training.md); `model`, `serialization_dir`, the loaders
         and `validation_examples` (the postprocessor over the validation set) are injected. `grad_norm`,
@@ -202,8 +203,8 @@ class GradientDescentTrainer(TrainerReadout, CallbackList, Trainer):
                     return dict(self._status.metrics)
                 # Every length bucket is compiled now, so that a later bucket is not taken for a bad input.
                 self.executor.prepare(self.data_loader)
-                if self.validation_executor is not None and self.validation_data_loader is not None:
-                    self.validation_executor.prepare(self.validation_data_loader)
+                for validation_loader in self.validation_data_loaders.values():
+                    self.validation_executor.prepare(validation_loader)  # type: ignore[union-attr]
                 return self._train_between_events(interrupts)
             finally:
                 self._interrupts = None
