@@ -23,6 +23,7 @@ from ipuflow.data.collate import DEFAULT_LENGTH_MULTIPLE
 if TYPE_CHECKING:
     from ipuflow.data.loader import DataLoader
     from ipuflow.execution.options import ExecutionOptions
+    from ipuflow.execution.step_hooks import StepHooks
 
 COMPILE_IGNORED_WARNING = "Call to compile() ignored: the executable is already compiled"
 """What every backend warns when `compile` is called again with the signature it already has (poptorch's words)."""
@@ -139,6 +140,19 @@ class StepExecutor(Registrable):
         )
         self._plan = self._options.plan
         require_optimizer_for(model, optimizer, training)
+
+    def set_step_hooks(self, hooks: Optional["StepHooks"]) -> None:
+        """Call `hooks` around every optimizer update of a training call (None: no hooks). Only
+        backends that run the update loop on the host can; the others refuse, since a program that
+        runs a whole host call on the device cannot stop between its updates."""
+        from ipuflow.config import ConfigurationError
+
+        if hooks is not None:
+            name = StepExecutor.registered_name(type(self)) or type(self).__name__
+            raise ConfigurationError(
+                f"the {name} executor runs a host call's optimizer updates on the device, so "
+                "on_pre_optimizer_step, on_optimizer_step and on_substep_end cannot fire between them; remove "
+                "the callbacks that override these events, or use the native executor.", key="callbacks")
 
     @classmethod
     def check_optimizer(cls, optimizer_class: type, max_grad_norm: Optional[float]) -> None:

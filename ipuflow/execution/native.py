@@ -23,6 +23,7 @@ from ipuflow.execution.memory_and_math import enable_gradient_checkpointing, ena
 from ipuflow.execution.precision import LossScaler, autocast_factory
 from ipuflow.execution.replica_rng import ReplicaRandomStreams
 from ipuflow.execution.rng import get_rng_states, set_rng_states
+from ipuflow.execution.step_hooks import StepHooks
 from ipuflow.execution.step_outputs import OutputCollector, find_loss
 from ipuflow.torch_features import require_torch_compile
 
@@ -205,6 +206,8 @@ class NativeExecutor(StepExecutor):
         self._any_lengths = False  # set by prepare: the loader pads each batch to its own longest list
         self._attached = False
         self._inference: Optional[NativeExecutor] = None
+        self._step_hooks: Optional[StepHooks] = None
+        self._substep_ends: FrozenSet[int] = frozenset()
 
     # -- construction steps --------------------------------------------------------------------
 
@@ -412,16 +415,16 @@ class NativeExecutor(StepExecutor):
         max_grad_norm, max_grad_value = self._options.max_grad_norm, self._options.max_grad_value
         collector = OutputCollector(plan)
         micro_batches = self._micro_batches(batch)
-        update_contexts, streams = self._update_contexts, self._replica_streams
+        update_contexts, streams, hooks = self._update_contexts, self._replica_streams, self._step_hooks
         host_values = [{key: group[key] for key in snapshot if key in group}
                        for group, snapshot in zip(optimizer.param_groups, self._hyperparameters)]
         try:
-            for _ in range(plan.device_iterations):
+            for update in range(plan.device_iterations):
                 # Every update of the call runs with the values sent by set_optimizer, whatever a
                 # step hook or the optimizer itself wrote into the groups during the last one.
                 self._apply_hyperparameters(optimizer)
                 optimizer.zero_grad(set_to_none=True)
-                for reduction in update_contexts:
+                for index, reduction in enumerate(update_contexts):
                     step, replica, micro_batch = next(micro_batches)
                     # Under torchrun the gradients are reduced across ranks on the update's last micro-batch only.
                     with reduction(), streams.drawing_for(replica) if streams is not None else _OWN_STREAM:
@@ -430,6 +433,8 @@ class NativeExecutor(StepExecutor):
                         loss = find_loss(outputs, training=True)
                         scaler.backward(loss)  # type: ignore[arg-type]  # find_loss raises in training if there is none
                     collector.add(step, replica, outputs, loss)
+                    if hooks is not None and index in self._substep_ends:
+                        hooks.after_substep(update)
                 scaler.unscale_(optimizer, self._gradients)
                 # Clipping sees the reduced gradient with the loss scale divided out (a dynamic
                 # scaler has already noted any overflow, which clamping must not hide).
@@ -437,7 +442,11 @@ class NativeExecutor(StepExecutor):
                     torch.nn.utils.clip_grad_value_(self._parameters, max_grad_value)
                 if max_grad_norm is not None:
                     torch.nn.utils.clip_grad_norm_(self._parameters, max_grad_norm)
+                if hooks is not None:
+                    hooks.before_update(update)
                 scaler.step(optimizer)
+                if hooks is not None:
+                    hooks.after_update(update)
         finally:
             self._restore_host_values(optimizer, host_values)
         return StepResult(collector.outputs(), mean_over_ranks(collector.mean_loss(), self._context),
@@ -479,6 +488,16 @@ class NativeExecutor(StepExecutor):
                 current = group[key]
                 if current is value or _same_value(current, snapshot[key]):
                     group[key] = value
+
+    def set_step_hooks(self, hooks: Optional[StepHooks]) -> None:
+        """Call `hooks` around every optimizer update of a training call, and after every accumulation
+        step that does not end one (None: the step runs without them)."""
+        if hooks is not None and not self.training:
+            raise RuntimeError("set_step_hooks: an inference executor makes no optimizer updates.")
+        self._step_hooks = hooks
+        # Micro-batches run [accumulation][replica]: an accumulation step ends with its last replica's.
+        replicas, micro_batches = self._local_plan.replication_factor, len(self._update_contexts)
+        self._substep_ends = frozenset(index for index in range(replicas - 1, micro_batches - 1, replicas))
 
     # -- poptorch's PoplarExecutor surface -------------------------------------------------------
 

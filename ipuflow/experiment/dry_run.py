@@ -87,9 +87,8 @@ def _pad_as_poptorch(trainer: Any) -> None:
     """Give the loaders the padding the poptorch executor needs, which its native stand-in does not."""
     from ipuflow.execution.executor import compiled_shapes_reason
 
-    for loader in (trainer.data_loader, trainer.validation_data_loader):
-        if loader is not None:
-            loader.set_fixed_shapes(compiled_shapes_reason("poptorch"))
+    for loader in (trainer.data_loader, *trainer.validation_data_loaders.values()):
+        loader.set_fixed_shapes(compiled_shapes_reason("poptorch"))
 
 
 def training_plan(trainer: Any, datasets: Mapping[str, List[Any]]) -> Dict[str, Any]:
@@ -224,9 +223,23 @@ def trial_step(trainer: Any) -> Dict[str, Any]:
 
 
 def _check_validation_metric(trainer: Any, device: torch.device) -> List[str]:
-    """The names the model reports in validation; an error if `validation_metric` is not among them."""
-    model = trainer.model
-    batch = _first_micro_batch(trainer.validation_data_loader, device)
+    """The names the model reports in validation (``<set>_<name>`` for several sets); an error if
+    `validation_metric` is not among them."""
+    examples = getattr(trainer, "validation_examples", None)
+    reported: List[str] = []
+    for name, loader in trainer.validation_data_loaders.items():
+        scoring = examples.get(name) if isinstance(examples, Mapping) else examples
+        reported += [f"{name}_{metric}" if name else metric for metric in _set_metric_names(trainer.model, loader, device, scoring)]
+    try:
+        trainer.metric_tracker.check_names(reported)
+    except ConfigurationError as error:
+        raise error.locate("trainer.") from None
+    return sorted(reported)
+
+
+def _set_metric_names(model: Any, loader: DataLoader, device: torch.device, examples: Any) -> List[str]:
+    """What the model (and a postprocessor's `examples`) report for one validation set, from its first micro-batch."""
+    batch = _first_micro_batch(loader, device)
     was_training = model.training
     model.eval()
     try:
@@ -239,13 +252,8 @@ def _check_validation_metric(trainer: Any, device: torch.device) -> List[str]:
         model.train(was_training)
     if isinstance(outputs.get("loss"), torch.Tensor):
         reported.add("loss")
-    examples = getattr(trainer, "validation_examples", None)
     if examples is not None:  # a postprocessor's metrics join the model's at every validation
         reported.update(examples.postprocessor.metric_names())
-    try:
-        trainer.metric_tracker.check_names(reported)
-    except ConfigurationError as error:
-        raise error.locate("trainer.") from None
     return sorted(reported)
 
 

@@ -24,6 +24,9 @@ from ipuflow.evaluation.postprocessor import Postprocessor
 from ipuflow.execution.executor import StepExecutor
 from ipuflow.experiment.report_to import with_tracker_callbacks
 from ipuflow.experiment.serialization_dir import VOCABULARY_DIR
+from ipuflow.experiment.validation_sets import (
+    dataset_paths, expand_validation, path_key, set_name, validation_datasets,
+)
 from ipuflow.experiment.vocabulary_sources import counted_for_vocabulary, non_padded_patterns, refuse_unseen_labels
 from ipuflow.models.model import Model
 from ipuflow.training.loop.trainer import Trainer
@@ -95,7 +98,7 @@ def read_datasets(dataset_reader: DatasetReader, validation_dataset_reader: Opti
         logger.info("Read %d %s instances from %s in %.1fs", len(datasets[name]), name, path,
                     time.perf_counter() - started)
         if not datasets[name]:
-            raise ConfigurationError(f"{path} holds no instances.", key=f"{name}_data_path")
+            raise ConfigurationError(f"{path} holds no instances.", key=path_key(name))
     return datasets
 
 
@@ -103,6 +106,7 @@ def build_vocabulary(vocabulary: Lazy[Vocabulary], datasets: Dict[str, Any], dat
                      vocab_dir: Path) -> Vocabulary:
     """The run's vocabulary: the one saved in `vocab_dir` when recovering a run, else one built from
     `datasets_for_vocab_creation` (default: every dataset read) and saved there."""
+    datasets_for_vocab_creation = expand_validation(datasets_for_vocab_creation, list(datasets))
     for_vocab = datasets_for_vocab_creation if datasets_for_vocab_creation is not None else list(datasets)
     unknown = [name for name in for_vocab if name not in datasets]
     if unknown:
@@ -127,14 +131,26 @@ def build_vocabulary(vocabulary: Lazy[Vocabulary], datasets: Dict[str, Any], dat
 
 
 def build_loaders(data_loader: Lazy[DataLoader], validation_data_loader: Optional[Lazy[DataLoader]],
-                  indexed: Dict[str, Any]) -> Tuple[DataLoader, Optional[DataLoader], Optional[DataLoader]]:
-    """The training loader, and the validation and test loaders (None without their data), which
-    follow `validation_data_loader`'s config, else `data_loader`'s."""
+                  indexed: Dict[str, Any]) -> Tuple[DataLoader, Any, Optional[DataLoader]]:
+    """The training loader, the validation loader (or {name: loader} for several sets; None without
+    validation data) and the test loader (None without its data); the evaluation loaders follow
+    `validation_data_loader`'s config, else `data_loader`'s."""
     train_loader = data_loader.construct(instances=indexed["train"])
     evaluation_config = (validation_data_loader or data_loader).params
-    validation_loader = evaluation_loader(evaluation_config, indexed["validation"]) if "validation" in indexed else None
+    validation = {set_name(name): evaluation_loader(evaluation_config, indexed[name])
+                  for name in validation_datasets(list(indexed))}
     test_loader = evaluation_loader(evaluation_config, indexed["test"]) if "test" in indexed else None
-    return train_loader, validation_loader, test_loader
+    return train_loader, validation.get("", validation or None), test_loader
+
+
+def validation_examples(postprocessor: Optional[Postprocessor], datasets: Dict[str, Any], model: Model) -> Any:
+    """How validations score examples with `postprocessor`: one `ExampleScoring`, or {name: scoring}
+    for several sets (None without a postprocessor or validation data)."""
+    if postprocessor is None:
+        return None
+    examples = {set_name(name): ExampleScoring(postprocessor, datasets[name].instances(), model)
+                for name in validation_datasets(list(datasets))}
+    return examples.get("", examples or None)
 
 
 def check_trainer_takes_examples(trainer: Trainer, examples: Optional[ExampleScoring]) -> None:
@@ -197,7 +213,7 @@ class TrainModel(Registrable):
         vocabulary: Lazy[Vocabulary] = Lazy(Vocabulary),
         datasets_for_vocab_creation: Optional[List[str]] = None,
         validation_dataset_reader: Optional[DatasetReader] = None,
-        validation_data_path: Optional[str] = None,
+        validation_data_path: Optional[Union[str, Dict[str, str]]] = None,
         validation_data_loader: Optional[Lazy[DataLoader]] = None,
         test_data_path: Optional[str] = None,
         evaluate_on_test: bool = False,
@@ -211,6 +227,9 @@ class TrainModel(Registrable):
 
         dataset_reader: reads `train_data_path` (and the other paths unless
             `validation_dataset_reader` is given).
+        validation_data_path: the data scored at every validation, or a mapping from names to paths
+            (several sets: each scored, its metrics named validation_<name>_<metric>, and
+            trainer.validation_metric may name one, e.g. "+<name>_accuracy").
         datasets_for_vocab_creation: which of train/validation/test the vocabulary is built from
             (default: the tokens of all that are given, the labels of the training data; a label
             that only another dataset has is then an error naming it).
@@ -227,7 +246,7 @@ class TrainModel(Registrable):
         check_executor_runs_optimizer(trainer.params.as_dict())
         if evaluate_on_test and test_data_path is None:
             raise ConfigurationError("true needs a test_data_path.", key="evaluate_on_test")
-        paths = {"train": train_data_path, "validation": validation_data_path, "test": test_data_path}
+        paths = dataset_paths(train_data_path, validation_data_path, test_data_path)
         datasets = read_datasets(dataset_reader, validation_dataset_reader, paths, postprocessor is not None)
         vocab = build_vocabulary(vocabulary, datasets, datasets_for_vocab_creation,
                                  Path(serialization_dir) / VOCABULARY_DIR)
@@ -236,8 +255,7 @@ class TrainModel(Registrable):
         indexed = {name: dataset.indexed(vocab) for name, dataset in datasets.items()}
         train_loader, validation_loader, test_loader = build_loaders(data_loader, validation_data_loader, indexed)
         built_postprocessor = postprocessor.construct(vocab=vocab) if postprocessor is not None else None
-        examples = None if built_postprocessor is None or "validation" not in datasets else ExampleScoring(
-            built_postprocessor, datasets["validation"].instances(), built_model)
+        examples = validation_examples(built_postprocessor, datasets, built_model)
         built_trainer = trainer.construct(model=built_model, serialization_dir=serialization_dir, data_loader=train_loader,
                                           validation_data_loader=validation_loader, validation_examples=examples)
         check_trainer_takes_examples(built_trainer, examples)

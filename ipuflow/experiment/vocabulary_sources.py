@@ -11,6 +11,7 @@ from typing import Any, List, Mapping, Optional, Sequence
 from ipuflow.config import ConfigurationError
 from ipuflow.data.fields import VocabCounter
 from ipuflow.data.vocabulary import DEFAULT_NON_PADDED_NAMESPACES, Vocabulary
+from ipuflow.experiment.validation_sets import path_key
 
 
 def counted_for_vocabulary(datasets: Mapping[str, Any], chosen: Optional[List[str]],
@@ -63,5 +64,5 @@ def refuse_unseen_labels(datasets: Mapping[str, Any], paths: Mapping[str, Option
             f"{paths[name]}: instance {index + 1} has the label {label!r}, which the vocabulary's {namespace!r} "
             f"namespace lacks (it holds {shown or 'nothing'}); the labels come from the training data "
             f"({paths['train']}). Fix the label, or list {name!r} in datasets_for_vocab_creation to train on the "
-            f"labels of the {name} data too.", key=f"{name}_data_path",
+            f"labels of the {name} data too.", key=path_key(name),
         )

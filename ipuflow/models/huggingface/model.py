@@ -21,7 +21,8 @@ logger = logging.getLogger(__name__)
 
 @Model.register("huggingface")
 class HuggingfaceModel(MetricsModel):
-    """A `transformers` model for a `task` (`token_classification`, `sequence_classification`),
+    """A `transformers` model for a `task` (a registered `HuggingfaceTask`: `sequence_classification`,
+    `token_classification`, `question_answering`; docs/huggingface.md lists them),
     built by that task's `AutoModelFor<Task>` and returning ipuflow's outputs (`loss`, `logits`,
     `predictions`), so that every executor, metric, archive, `evaluate`, `predict` and
     `export-pretrained` works with it.
