@@ -301,7 +301,7 @@ def identity_loss(x: torch.Tensor, reduction: str) -> torch.Tensor:
     else:
         raise ValueError(f"identity_loss: unknown reduction {reduction!r}")
     if _LossGraph.recording:
-        _LossGraph.recording[-1].losses.append(loss)
+        _LossGraph.recording[-1].add_loss(loss, x)
     return loss
 
 
@@ -622,25 +622,54 @@ def _automatic_loss_scale(scale: float, gradients: List[Tuple[torch.dtype, torch
     return min(new, _ALS_MAX_HALF_SCALE) if half else new
 
 
-_LOWERED_LOSSES = frozenset({
-    torch.nn.functional.l1_loss, torch.nn.functional.nll_loss, torch.nn.functional.cross_entropy,
-    torch.nn.functional.mse_loss, torch.nn.functional.binary_cross_entropy, torch.nn.functional.kl_div,
-    torch.nn.functional.poisson_nll_loss,
-})
-"""The torch loss functions poptorch lowers to an identity loss with their reduction
-(poptorch/source/popart_canonicalization/LossOps.cpp [b5f9c35d]: l1_loss, nll_loss, mse_loss,
-binary_cross_entropy, kl_div, poisson_nll_loss; cross_entropy is log_softmax then nll_loss)."""
+_LOSS_OPS = (
+    # poptorch scripts/PopAtenHandlers.py (generating popart_canonicalization/AtenHandlers.gen.cpp [0d273e38]):
+    # the handlers that end in op.identityloss.
+    "hinge_embedding_loss", "l1_loss", "margin_ranking_loss", "mse_loss", "smooth_l1_loss", "soft_margin_loss",
+    # poptorch/source/popart_canonicalization/LossOps.cpp [096da7a6] `registration()`: cross_entropy_loss
+    # (log_softmax then nll_loss), nll_loss_nd, binary_cross_entropy, kl_div, poisson_nll_loss,
+    # binary_cross_entropy_with_logits, cosine_embedding_loss, triplet_margin_loss, ctc_loss. Its
+    # multilabel_soft_margin_loss handler is left out: torch's function never calls that aten op
+    # (LossOps.cpp says so, T30688), so the ops it decomposes into are no loss node.
+    "cross_entropy", "nll_loss", "binary_cross_entropy", "kl_div", "poisson_nll_loss",
+    "binary_cross_entropy_with_logits", "cosine_embedding_loss", "triplet_margin_loss", "ctc_loss",
+)
+"""The aten ops poptorch lowers to an identity loss with their reduction (anything else, huber_loss
+and gaussian_nll_loss included, is plain arithmetic to it)."""
+
+_LOWERED_LOSSES = frozenset(
+    function for name in _LOSS_OPS for function in (getattr(torch.nn.functional, name, None), getattr(torch, name, None))
+    if function is not None
+)
+"""The Python functions that reach those ops: `torch.nn.functional`'s and torch's own (a loss module
+calls the former)."""
+
+
+def _tensors(value: Any) -> List[torch.Tensor]:
+    """The tensors in `value`, nested in tuples, lists and dicts."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [tensor for item in value for tensor in _tensors(item)]
+    if isinstance(value, dict):
+        return [tensor for item in value.values() for tensor in _tensors(item)]
+    return []
 
 
 class _LossGraph(TorchFunctionMode):
-    """Records the loss nodes of one traced forward: `identity_loss` results and the results of the
-    torch loss functions poptorch lowers to one."""
+    """The loss nodes of one traced forward (`identity_loss` results and the results of the torch loss
+    functions poptorch lowers to one) and, for every tensor the forward computes, the loss nodes it
+    was computed from: the use-def chains RemoveSurplusIdentityLosses.cpp follows, through every op
+    (detach and integer ops included, which autograd does not see)."""
 
     recording: List["_LossGraph"] = []
 
     def __init__(self) -> None:
         super().__init__()
         self.losses: List[torch.Tensor] = []
+        self._used: set = set()  # indices of loss nodes a later loss node uses
+        self._sources: Dict[int, frozenset] = {}  # id(tensor) -> indices of the loss nodes it comes from
+        self._alive: List[torch.Tensor] = []  # keeps the ids in _sources from being reused while recording
 
     def __enter__(self) -> "_LossGraph":
         _LossGraph.recording.append(self)
@@ -650,42 +679,45 @@ class _LossGraph(TorchFunctionMode):
         _LossGraph.recording.pop()
         super().__exit__(*exc)
 
+    def _sources_of(self, value: Any) -> frozenset:
+        return frozenset().union(*(self._sources.get(id(tensor), frozenset()) for tensor in _tensors(value)))
+
+    def _tag(self, value: Any, sources: frozenset) -> None:
+        for tensor in _tensors(value):
+            self._sources[id(tensor)] = self._sources.get(id(tensor), frozenset()) | sources
+            self._alive.append(tensor)
+
+    def add_loss(self, loss: torch.Tensor, inputs: Any) -> None:
+        """Record `loss` as a loss node computed from `inputs` (whose loss nodes it uses)."""
+        self._used |= self._sources_of(inputs)
+        self._tag(loss, frozenset({len(self.losses)}))
+        self.losses.append(loss)
+
     def __torch_function__(self, func: Callable, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        result = func(*args, **(kwargs or {}))
+        kwargs = kwargs or {}
+        result = func(*args, **kwargs)
         if func in _LOWERED_LOSSES:
-            self.losses.append(result)
+            self.add_loss(result, (args, kwargs))
+        else:
+            sources = self._sources_of((args, kwargs))
+            if sources:
+                self._tag(result, sources)
         return result
 
     def final_loss(self) -> torch.Tensor:
         """The loss the device differentiates, as poptorch/source/RemoveSurplusIdentityLosses.cpp
-        [12ca07cb] picks it: a loss node used by a later loss node is folded into that one; exactly one
-        independent loss must remain. An unreduced ("none") loss is differentiated with a gradient of
-        one for every element: as the sum of its elements."""
+        [12ca07cb] picks it: a loss node used by a later loss node is folded into it
+        (`traverseUseDef`); exactly one independent loss must remain, with that file's messages. An
+        unreduced ("none") loss is differentiated with a gradient of one for every element: as the
+        sum of its elements."""
         if not self.losses:
             raise RuntimeError("Couldn't find a loss in graph!")
-        ancestors = [_autograd_ancestors(loss) for loss in self.losses]
-        independent = [
-            loss for index, loss in enumerate(self.losses)
-            if not any(loss.grad_fn is not None and loss.grad_fn in later for other, later in enumerate(ancestors) if other != index)
-        ]
+        independent = [loss for index, loss in enumerate(self.losses) if index not in self._used]
         if len(independent) != 1:
             raise RuntimeError("Multiple independent losses found in graph. Graph must have one final loss. "
                                "Wrap final graph loss in poptorch.identityLoss.")
         loss = independent[0]
         return loss if loss.dim() == 0 else loss.sum()
-
-
-def _autograd_ancestors(tensor: torch.Tensor) -> set:
-    """Every autograd node `tensor` was computed from (its own node excluded)."""
-    seen: set = set()
-    pending = [tensor.grad_fn] if tensor.grad_fn is not None else []
-    while pending:
-        node = pending.pop()
-        for parent, _ in node.next_functions:
-            if parent is not None and parent not in seen:
-                seen.add(parent)
-                pending.append(parent)
-    return seen
 
 
 class _IpuPool:
