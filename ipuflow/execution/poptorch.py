@@ -55,6 +55,9 @@ SUPPORTED_OPTIMIZERS = ("sgd", "adam", "adamw", "rmsprop", "lamb")
 
 _OUTPUT_MODES = {"final": "Final", "all": "All", "sum": "Sum", "every_n": "EveryN"}
 
+OFFLINE_IPU_VERSIONS = {2: "Mk2", 21: "Bow"}
+"""The IPU versions `offline_ipu_version` takes (poptorch's `useOfflineIpuTarget(ipu_version=2)`)."""
+
 
 class PoptorchUnavailable(ConfigurationError):
     """poptorch cannot be imported (no Poplar SDK here); a dry run checks the config without it."""
@@ -136,6 +139,8 @@ class PoptorchExecutor(StepExecutor):
         recompute_checkpoint_every_layer: bool = False,
         embedding_serialization_factor: Optional[int] = None,
         inference_embedding_serialization_factor: Optional[int] = None,
+        offline_ipu_version: int = 2,
+        compile_only: bool = False,
         **options: Any,
     ) -> None:
         """The shared executor options (StepExecutor) plus the IPU ones, named as optimum-graphcore's IPUConfig names them.
@@ -157,12 +162,17 @@ class PoptorchExecutor(StepExecutor):
         recompute_checkpoint_every_layer: checkpoint every tensor each placed layer but the last returns (poptorch.recomputationCheckpoint).
         embedding_serialization_factor: must be 1: serialised embeddings need optimum-graphcore's SerializedEmbedding.
         inference_embedding_serialization_factor: embedding_serialization_factor of the inference executor.
+        offline_ipu_version: the IPU --compile-only compiles for, none attached: 2 (Mk2, poptorch's default) or 21 (Bow).
+        compile_only: compile for that offline IPU only (set by --compile-only, not a config key); such an executor cannot run.
         """
         _refuse_ipu_config_file(ipu_config)
         # The IPU options, kept to build poptorch.Options and the inference twin.
         self._arguments = {key: value for key, value in locals().items() if key not in ("self", "model", "optimizer", "options", "__class__")}
         super().__init__(model, optimizer, **options)
         self._refuse_unsupported_options()
+        if offline_ipu_version not in OFFLINE_IPU_VERSIONS:
+            raise ConfigurationError(f"expected one of {', '.join(map(str, OFFLINE_IPU_VERSIONS))} (2: Mk2, 21: Bow), "
+                                     f"found {offline_ipu_version!r}.", key="offline_ipu_version")
         self._placement: IpuPlacement = self._resolve_placement()
         if not self.training:
             _refuse_host_driven_evaluation(model)
@@ -174,6 +184,7 @@ class PoptorchExecutor(StepExecutor):
         self._poptorch_options = self._build_options()
         self._poplar = self._wrap_model()
         self._spec: Optional[InputSpec] = None
+        self._device_rng: Optional[Dict[str, Any]] = None  # a checkpoint's device RNG state, set once compiled
         self._inference: Optional[PoptorchExecutor] = None
         # The training executor and its inference twin share the IPUs: at most one holds them.
         self._twin: Optional[PoptorchExecutor] = None
@@ -326,12 +337,19 @@ class PoptorchExecutor(StepExecutor):
         else:
             opts.outputMode(mode)
         if options.seed is not None:
-            opts.randomSeed(options.seed)  # seed 0 included, unlike optimum
+            opts.randomSeed(options.seed)  # seed 0 included, unlike optimum; poptorch seeds torch with it too
+        else:
+            # The device is seeded only when randomSeed is set (poptorch Compiler.cpp): seed it from the
+            # host's seed (pytorch_seed) so that runs repeat, leaving the host's generator where it is.
+            with torch.random.fork_rng(devices=[]):
+                opts.randomSeed(torch.initial_seed())
         settings = poptorch.TensorLocationSettings().useOnChipStorage(not arguments["optimizer_state_offchip"])
         settings = settings.useReplicatedTensorSharding(bool(arguments["replicated_tensor_sharding"]) and plan.replication_factor > 1)
         opts.TensorLocations.setOptimizerLocation(settings)
         strategy = poptorch.PipelinedExecution if plan.training else poptorch.ShardedExecution
         opts.setExecutionStrategy(strategy(poptorch.AutoStage.AutoIncrement))
+        if arguments["compile_only"]:
+            opts.useOfflineIpuTarget(arguments["offline_ipu_version"])  # as optimum's compile_only: no IPU needed
         opts.setAvailableMemoryProportion({f"IPU{index}": value for index, value in enumerate(self._placement.matmul_proportion)})
         cache = arguments["executable_cache_dir"]
         if cache and cache != "disabled":
@@ -445,6 +463,7 @@ class PoptorchExecutor(StepExecutor):
         self._take_device()
         with self._marking_loss:
             self._poplar.compile(**sample_batch)
+        self._restore_device_rng()
 
     def _take_device(self) -> None:
         """Detach the twin executor if it holds the IPUs: compiling or running attaches this one, and a
@@ -472,7 +491,10 @@ class PoptorchExecutor(StepExecutor):
         cache = self._arguments["executable_cache_dir"]
         where = f", cached in {cache}" if cache and cache != "disabled" else " (executable_cache_dir is not set: not cached)"
         mode = "training" if self.training else "inference"
-        return f"poptorch compiled the {mode} executable{where}"
+        version = self._arguments["offline_ipu_version"]
+        target = (f" for an offline {OFFLINE_IPU_VERSIONS[version]} IPU (ipu_version {version}, no IPU attached)"
+                  if self._arguments["compile_only"] else "")
+        return f"poptorch compiled the {mode} executable{target}{where}"
 
     def __call__(self, batch: Batch) -> StepResult:
         """Run one host call on a combined batch of CPU tensors, compiling first if needed."""
@@ -548,17 +570,32 @@ class PoptorchExecutor(StepExecutor):
 
     def state_dict(self) -> Dict[str, Any]:
         """The host optimizer's state (its hyperparameters: poptorch never runs the host step), the
-        device optimizer state in poptorch's format (read back from the IPU), and torch RNG states."""
+        device optimizer state in poptorch's format (read back from the IPU), the host's torch RNG
+        states and the device's own RNG state (dropout masks on the IPU draw from it)."""
         host_state = device_state = None
         if self._host_optimizer is not None and self._device_optimizer is not None:
             host_state = self._host_optimizer.state_dict()
             device_state = self._device_optimizer.state_dict()  # poptorch reads this back from the device
         return {"optimizer": host_state, "poptorch_optimizer": device_state, "loss_scaler": {},
-                "rng": get_rng_states(torch.device("cpu"))}
+                "rng": get_rng_states(torch.device("cpu")), "device_rng": self._read_device_rng()}
+
+    def _read_device_rng(self) -> Optional[Dict[str, Any]]:
+        """The device's seed and generator state (PoplarExecutor.rng_state, ``[seed, *state]``; the
+        state words are uint32 on an IPU, kept as int64), or the one still waiting for the compile."""
+        if not self._poplar.isCompiled():
+            return self._device_rng
+        seed, *words = self._poplar.rng_state
+        return {"seed": int(seed), "state": torch.tensor(words, dtype=torch.int64)}
+
+    def _restore_device_rng(self) -> None:
+        """Write a checkpoint's device RNG state to the executable (poptorch's setter needs one compiled)."""
+        if self._device_rng is not None and self._poplar.isCompiled():
+            self._poplar.rng_state = [self._device_rng["seed"], *self._device_rng["state"].tolist()]
+            self._device_rng = None
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         """Restore the optimizer (hyperparameters on the host, moments on the device through
-        setOptimizer) and the RNG states."""
+        setOptimizer) and the RNG states (the device's once the executable is compiled)."""
         if state.get("optimizer") is not None:
             if self._host_optimizer is None:
                 raise ValueError("load_state_dict: the state holds optimizer state, but this executor has no optimizer.")
@@ -576,6 +613,9 @@ class PoptorchExecutor(StepExecutor):
                 )
             self._poplar.setOptimizer(self._device_optimizer)
         set_rng_states(state.get("rng") or {})
+        if state.get("device_rng") is not None:  # absent from checkpoints of other executors
+            self._device_rng = state["device_rng"]
+            self._restore_device_rng()
 
 
 _GROUP_KEYS: Dict[str, Tuple[str, ...]] = {

@@ -252,7 +252,7 @@ def compile_model(params: Params, file_friendly_logging: bool = False) -> Dict[s
 
     with tempfile.TemporaryDirectory(prefix="ipuflow-compile-only-") as scratch:
         configure_logging(None, file_friendly_logging)
-        return compile_experiment(_build(params, Path(scratch)))
+        return compile_experiment(_build(params, Path(scratch), compile_only=True))
 
 
 def _completed_run(directory: Path, raised: List[str]) -> Optional[Tuple[Dict[str, Any], str]]:
@@ -277,7 +277,9 @@ def _read_json(path: Path) -> Dict[str, Any]:
         raise ConfigurationError(f"{path} cannot be read ({type(error).__name__}: {error}).") from None
 
 
-def _build(params: Params, directory: Path) -> "TrainModel":
+def _build(params: Params, directory: Path, compile_only: bool = False) -> "TrainModel":
     from ipuflow.experiment.train_model import TrainModel
 
-    return TrainModel.from_params(params.duplicate(), serialization_dir=str(directory))
+    # compile_only reaches the executors that take it (poptorch's compiles for an offline IPU).
+    extras: Dict[str, Any] = {"compile_only": True} if compile_only else {}
+    return TrainModel.from_params(params.duplicate(), serialization_dir=str(directory), **extras)
