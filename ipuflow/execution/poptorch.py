@@ -15,7 +15,7 @@ import dataclasses
 import importlib
 import warnings
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Tuple
 
 import torch
 
@@ -174,8 +174,8 @@ class PoptorchExecutor(StepExecutor):
             raise ConfigurationError(f"expected one of {', '.join(map(str, OFFLINE_IPU_VERSIONS))} (2: Mk2, 21: Bow), "
                                      f"found {offline_ipu_version!r}.", key="offline_ipu_version")
         self._placement: IpuPlacement = self._resolve_placement()
-        if not self.training:
-            _refuse_host_driven_evaluation(model)
+        # The training executor refuses too: the run would evaluate (validation, test, the archive) later.
+        _refuse_host_driven_evaluation(model)
         self._poptorch = import_poptorch()
         self._model = model
         self._place_model(pipeline_layers, recompute_checkpoint_every_layer)
@@ -200,6 +200,18 @@ class PoptorchExecutor(StepExecutor):
     def check_optimizer(cls, optimizer_class: type, max_grad_norm: Optional[float]) -> None:
         """Refuse optimizers without a poptorch.optim twin (and clipping where the twin has none)."""
         check_poptorch_optimizer(optimizer_class, max_grad_norm)
+
+    @classmethod
+    def check_model(cls, model_class: type, model_config: Mapping[str, Any]) -> None:
+        """Refuse a model whose config asks for a host-driven evaluation (generation)."""
+        declared = getattr(model_class, "host_driven_evaluation_in", None)
+        if callable(declared):
+            _refuse_host_driven(declared(model_config))
+
+    @classmethod
+    def check_available(cls) -> None:
+        """Refuse a host where poptorch cannot be imported."""
+        import_poptorch()
 
     # -- construction steps -------------------------------------------------------------------------
 
@@ -690,7 +702,11 @@ def _refuse_host_driven_evaluation(model: torch.nn.Module) -> None:
     could not run, and an IPU run would only find out at its first validation."""
     # Asked by name: execution sits below models (Model.host_driven_evaluation declares it).
     declared = getattr(model, "host_driven_evaluation", None)
-    driven = declared() if callable(declared) else None
+    _refuse_host_driven(declared() if callable(declared) else None)
+
+
+def _refuse_host_driven(driven: Optional[Tuple[str, str]]) -> None:
+    """The ConfigurationError for a declared host-driven evaluation, (config key, what it does)."""
     if driven is not None:
         key, what = driven
         raise ConfigurationError(

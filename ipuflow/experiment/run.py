@@ -54,6 +54,8 @@ def train_model_from_file(
     params = Params.from_file(config_file, overrides, ext_vars)  # config errors first: this is quick
     include_packages(include_package)
     check_keys_before_reading_data(params)
+    if not dry_run:  # a dry run plans a poptorch run on the CPU when poptorch is missing
+        check_backend_before_reading_data(params)
     if compile_only:
         refuse_under_torchrun("ipuflow train --compile-only")
         return compile_model(params, file_friendly_logging)
@@ -76,6 +78,15 @@ def check_keys_before_reading_data(params: Params) -> None:
     from ipuflow.experiment.train_model import TrainModel
 
     check_config_keys(params, TrainModel)
+
+
+def check_backend_before_reading_data(params: Params) -> None:
+    """A missing backend (poptorch without the Poplar SDK), reported before any data is read."""
+    from ipuflow.experiment.train_model import check_executor_available
+
+    trainer = params.as_dict().get("trainer")
+    if isinstance(trainer, dict):
+        check_executor_available(trainer)
 
 
 # What `-r` does after a command stopped in each phase outside training (training checkpoints itself).

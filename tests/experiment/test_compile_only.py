@@ -165,6 +165,18 @@ def test_training_on_a_host_without_ipus_still_fails_to_acquire_one(tiny_data, t
     assert done.returncode == 1 and "Failed to acquire 1 IPU(s)" in done.stderr
 
 
+def test_compile_only_without_poptorch_says_so_before_reading_any_data(tiny_data, tmp_path):
+    # Issue 36, point 6: it read all the data (22 s on the NER config) before saying poptorch was missing.
+    config = json.loads(_write_config(tmp_path, tiny_data, {"max_length": 8}, executor={"type": "poptorch"}).read_text())
+    config["train_data_path"] = str(tmp_path / "missing.jsonl")  # reading any data would fail
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    done = _ipuflow("train", str(path), "-s", str(tmp_path / "run"), "--compile-only")
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert "trainer.executor.type: 'poptorch' needs the poptorch package" in done.stderr
+    assert "missing.jsonl" not in done.stderr and "Traceback" not in done.stderr
+
+
 def test_compile_only_on_poptorch_stops_on_length_buckets_as_training_would(tiny_data, tmp_path):
     config = _write_config(tmp_path, tiny_data, executor={"type": "poptorch"})
     done = _ipuflow("train", str(config), "-s", str(tmp_path / "run"), "--compile-only", stand_in=True)
