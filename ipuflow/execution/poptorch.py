@@ -25,6 +25,7 @@ from ipuflow.execution.input_spec import InputSpec
 from ipuflow.execution.ipu_config import IpuPlacement, MatmulProportion, resolve_placements
 from ipuflow.execution.ipu_ops import BLOCK_ATTRIBUTE
 from ipuflow.execution.optimum_ipu_config import ipu_config_applied
+from ipuflow.execution.pipeline_trace import PlacementTrace, check_pipeline_accumulation
 from ipuflow.execution.rng import get_rng_states, set_rng_states
 from ipuflow.execution.step_outputs import find_loss
 
@@ -255,9 +256,11 @@ class PoptorchExecutor(StepExecutor):
             )
         if self._layers is not None:
             self._placement.layer_ipus(len(self._layers), "layers_per_ipu" if self.training else "inference_layers_per_ipu")
-        stage_ipus = self._stage_ipus()
-        if self.training:
-            self._check_pipeline_accumulation(stage_ipus)
+        self._check_model_blocks()
+        if self.training and self._layers is not None and not self._model_blocks:
+            # A layer list runs in its order: the rule can be checked now. The model's own blocks (and
+            # Block scopes) are checked in the order its forward enters them, when it compiles.
+            check_pipeline_accumulation([ipu for _, _, ipu in self._placed_modules()], self._plan.gradient_accumulation)
 
     def _wrap_model(self) -> Any:
         """poptorch's executor over the model in this executor's precision and mode; a training one
@@ -278,13 +281,10 @@ class PoptorchExecutor(StepExecutor):
 
     # -- placement ----------------------------------------------------------------------------------
 
-    def _stage_ipus(self) -> List[int]:
-        """The IPU of each placed module in the order the model registers them (layers from
-        `pipeline_layers`, blocks the model places itself), after checking that the two agree and that
-        every block's IPU is one the replica has."""
-        placed = {}
-        if self._layers is not None:
-            placed = {id(layer): ipu for layer, ipu in zip(self._layers, self._placement.layer_ipus(len(self._layers)))}
+    def _check_model_blocks(self) -> None:
+        """Check that the model's own blocks are on IPUs the replica has and on no layer that
+        `pipeline_layers` places too."""
+        placed = {id(layer) for layer in self._layers} if self._layers is not None else set()
         ipus = self._placement.ipus_per_replica
         for module, (user_id, ipu) in self._model_blocks:
             if id(module) in placed:
@@ -299,34 +299,15 @@ class PoptorchExecutor(StepExecutor):
                     f"{ipus} IPU(s); set ipus_per_replica to at least {ipu + 1}.",
                     key="ipus_per_replica",
                 )
-        blocks = {id(module): ipu for module, (_, ipu) in self._model_blocks}
-        sequence = []
-        for module in self._model.modules():
-            ipu = placed.get(id(module), blocks.get(id(module)))
-            if ipu is not None:
-                sequence.append(ipu)
-        return sequence
 
-    def _check_pipeline_accumulation(self, stage_ipus: List[int]) -> None:
-        """poptorch's rule for a pipelined training program (popart_compiler/source/CompilerImpl.cpp
-        numPipelineStages, Compiler.cpp; poptorch c2a8b177): each IPU switch starts a forward stage,
-        training adds a backward stage for each forward one but the last, and gradient accumulation must
-        be at least the number of stages, 2·S − 1 for S forward stages, whatever the replication."""
-        runs = [0]  # the model starts on IPU 0
-        for ipu in stage_ipus:
-            if ipu != runs[-1]:
-                runs.append(ipu)
-        forward = len(runs)
-        needed = 2 * forward - 1
-        accumulation = self._plan.gradient_accumulation
-        if accumulation < needed:
-            raise ConfigurationError(
-                f"the model runs on {forward} pipeline stages (IPU {' → '.join(map(str, runs))}); a training pipeline adds a "
-                f"backward stage for each forward one but the last, 2 × {forward} − 1 = {needed} in all, and poptorch "
-                f"needs gradient_accumulation >= {needed} to fill them, found {accumulation}. Raise "
-                "gradient_accumulation, or place the model on fewer IPUs.",
-                key="gradient_accumulation",
-            )
+    def _placed_modules(self) -> List[Tuple[torch.nn.Module, Optional[str], int]]:
+        """Every module that starts a block, (module, user_id, IPU): the model's own blocks and the
+        layers of `pipeline_layers`."""
+        placed = [(module, user_id, ipu) for module, (user_id, ipu) in self._model_blocks if ipu is not None]
+        if self._layers is not None:
+            ipus = self._placement.layer_ipus(len(self._layers))
+            placed += [(layer, f"Layer{index}", ipu) for index, (layer, ipu) in enumerate(zip(self._layers, ipus))]
+        return placed
 
     # -- poptorch options and optimizer ------------------------------------------------------------
 
@@ -473,8 +454,15 @@ class PoptorchExecutor(StepExecutor):
         # inference twin, built earlier, may have left them in eval mode.
         self._model.train(self.training)
         self._take_device()
-        with self._marking_loss:
-            self._poplar.compile(**sample_batch)
+        accumulation = self._plan.gradient_accumulation if self.training else None
+        trace = PlacementTrace(self._model, self._placed_modules(), self._placement.ipus_per_replica, accumulation)
+        with self._marking_loss, trace:
+            try:
+                self._poplar.compile(**sample_batch)
+            except Exception:
+                if trace.error is not None:  # refused from inside poptorch's trace, before it compiled
+                    raise trace.error from None
+                raise
         self._restore_device_rng()
 
     def _take_device(self) -> None:

@@ -17,7 +17,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 import torch
 
-from ipuflow.config import Lazy
+from ipuflow.config import ConfigurationError, Lazy
 from ipuflow.data.loader import DataLoader
 from ipuflow.distributed.agreement import agree_on_requests
 from ipuflow.evaluation.example_scoring import ExampleScoring
@@ -201,9 +201,12 @@ class GradientDescentTrainer(TrainerReadout, CallbackList, Trainer):
                     self._best.load_into_model(self.state)
                     return dict(self._status.metrics)
                 # Every length bucket is compiled now, so that a later bucket is not taken for a bad input.
-                self.executor.prepare(self.data_loader)
-                if self.validation_executor is not None and self.validation_data_loader is not None:
-                    self.validation_executor.prepare(self.validation_data_loader)
+                try:
+                    self.executor.prepare(self.data_loader)
+                    if self.validation_executor is not None and self.validation_data_loader is not None:
+                        self.validation_executor.prepare(self.validation_data_loader)
+                except ConfigurationError as error:  # an executor refusing the model as it compiles it
+                    raise error.locate("trainer.executor.") from None
                 return self._train_between_events(interrupts)
             finally:
                 self._interrupts = None
