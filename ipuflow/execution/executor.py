@@ -159,6 +159,17 @@ class StepExecutor(Registrable):
         """Raise a ConfigurationError if this backend cannot run `optimizer_class` (checked from the
         config before any data is read); every optimizer runs on the native backend."""
 
+    @classmethod
+    def check_model(cls, model_class: type, model_config: Mapping[str, Any]) -> None:
+        """Raise a ConfigurationError if this backend cannot run the model `model_config` (a config
+        block of `model_class`) describes (checked from the config before any data is read); the
+        native backend runs every model."""
+
+    @classmethod
+    def check_available(cls) -> None:
+        """Raise a ConfigurationError if this backend cannot be used here (checked before any data is
+        read by the commands that run it); the native backend always can."""
+
     @property
     def training(self) -> bool:
         """Whether calls train (forward, backward, update) or only run forward."""

@@ -7,7 +7,7 @@ import logging
 import random
 import time
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Dict, List, Optional, Tuple, Union
+from typing import Any, Callable, ClassVar, Dict, List, Optional, Tuple, Type, Union
 
 import numpy
 import torch
@@ -46,34 +46,61 @@ def seed_everything(random_seed: Optional[int], numpy_seed: Optional[int], pytor
         torch.manual_seed(pytorch_seed)
 
 
+def _block_type(config: Any, base: Any) -> Optional[type]:
+    """The class a config block (a dict, or a bare type name) of registrable `base` names, or None."""
+    if isinstance(config, str):
+        config = {"type": config}
+    name = config.get("type", base.default_implementation) if isinstance(config, dict) else None
+    if not isinstance(name, str):
+        return None
+    try:
+        found = base.resolve_class_name(name)[0]
+    except (ConfigurationError, TypeError, ValueError):
+        return None
+    return found if isinstance(found, type) else None
+
+
+def _executor_class(trainer_config: Dict[str, Any]) -> Optional[Type[StepExecutor]]:
+    """The executor class `trainer_config` names, or None where building would report the block."""
+    found = _block_type(trainer_config.get("executor") or {}, StepExecutor)
+    return found if found is not None and issubclass(found, StepExecutor) else None
+
+
 def check_executor_runs_optimizer(trainer_config: Dict[str, Any]) -> None:
     """Refuse, from the trainer config alone (before any data is read), an optimizer the configured
     executor cannot run (the poptorch executor converts only optimizers with a poptorch.optim twin)."""
     from ipuflow.training.optim.optimizers import Optimizer
 
-    executor_config = trainer_config.get("executor") or {}
-    optimizer_config = trainer_config.get("optimizer") or {}
-    if isinstance(executor_config, str):
-        executor_config = {"type": executor_config}
-    if isinstance(optimizer_config, str):
-        optimizer_config = {"type": optimizer_config}
-    if not isinstance(executor_config, dict) or not isinstance(optimizer_config, dict):
-        return  # building the trainer reports the malformed block
-    executor_type = executor_config.get("type", StepExecutor.default_implementation)
-    optimizer_type = optimizer_config.get("type", Optimizer.default_implementation)
-    if not isinstance(executor_type, str) or not isinstance(optimizer_type, str):
+    executor_class = _executor_class(trainer_config)
+    optimizer_class = _block_type(trainer_config.get("optimizer") or {}, Optimizer)
+    if executor_class is None or optimizer_class is None:
         return
-    try:
-        executor_class = StepExecutor.resolve_class_name(executor_type)[0]
-        optimizer_class = Optimizer.resolve_class_name(optimizer_type)[0]
-    except (ConfigurationError, TypeError):
-        return  # building the trainer reports a bad type with the registry's message
-    max_grad_norm = executor_config.get("max_grad_norm")
+    executor_config = trainer_config.get("executor")
+    max_grad_norm = executor_config.get("max_grad_norm") if isinstance(executor_config, dict) else None
     grad_norm = trainer_config.get("grad_norm")
     if max_grad_norm is None and not isinstance(grad_norm, bool) and isinstance(grad_norm, (int, float)):
         max_grad_norm = float(grad_norm)
-    if isinstance(executor_class, type) and issubclass(executor_class, StepExecutor) and isinstance(optimizer_class, type):
-        executor_class.check_optimizer(optimizer_class, max_grad_norm)
+    executor_class.check_optimizer(optimizer_class, max_grad_norm)
+
+
+def check_executor_runs_model(trainer_config: Dict[str, Any], model_config: Any) -> None:
+    """Refuse, from the config alone (before any data is read), a model the configured executor cannot
+    run (poptorch: generation in evaluation)."""
+    executor_class = _executor_class(trainer_config)
+    model_class = _block_type(model_config, Model)
+    if executor_class is not None and model_class is not None and isinstance(model_config, dict):
+        executor_class.check_model(model_class, model_config)
+
+
+def check_executor_available(trainer_config: Dict[str, Any]) -> None:
+    """Refuse, before any data is read, an executor whose backend cannot be imported here (poptorch
+    without the Poplar SDK); a dry run does not ask, it plans such a run on the CPU."""
+    executor_class = _executor_class(trainer_config)
+    if executor_class is not None:
+        try:
+            executor_class.check_available()
+        except ConfigurationError as error:
+            raise error.locate("trainer.executor.") from None
 
 
 def read_datasets(dataset_reader: DatasetReader, validation_dataset_reader: Optional[DatasetReader],
@@ -244,6 +271,7 @@ class TrainModel(Registrable):
         trainer = with_tracker_callbacks(trainer, report_to)
         seed_everything(random_seed, numpy_seed, pytorch_seed)
         check_executor_runs_optimizer(trainer.params.as_dict())
+        check_executor_runs_model(trainer.params.as_dict(), model.params.as_dict())
         if evaluate_on_test and test_data_path is None:
             raise ConfigurationError("true needs a test_data_path.", key="evaluate_on_test")
         paths = dataset_paths(train_data_path, validation_data_path, test_data_path)

@@ -33,6 +33,12 @@ class Model(torch.nn.Module, Registrable):
         that compiles one static graph (poptorch) cannot run; None for a pure tensor computation."""
         return None
 
+    @classmethod
+    def host_driven_evaluation_in(cls, config: Mapping[str, Any]) -> Optional[Tuple[str, str]]:
+        """`host_driven_evaluation` as the model's config block (its keys as written) already says,
+        before the model is built, so that a run is refused before it reads any data."""
+        return None
+
     def get_regularization_penalty(self) -> Optional[torch.Tensor]:
         """A scalar added to the training loss (AllenNLP's regularizers), or None; the trainer adds it
         in the forward pass and logs it as ``reg_loss``. Override it to regularize."""

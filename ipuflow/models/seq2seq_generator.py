@@ -3,7 +3,7 @@ by generating."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 import torch
 
@@ -86,7 +86,12 @@ class Seq2SeqGenerator(Model):
 
     def host_driven_evaluation(self) -> Optional[Tuple[str, str]]:
         """With `generate`: transformers' generate(), one decoder call per new token until every row stops."""
-        if not self.generate:
+        return self.host_driven_evaluation_in({"generate": self.generate})
+
+    @classmethod
+    def host_driven_evaluation_in(cls, config: Mapping[str, Any]) -> Optional[Tuple[str, str]]:
+        """`generate` (true unless the block says otherwise) generates in evaluation."""
+        if config.get("generate", True) is not True:
             return None
         return "generate", ("the model generates text in evaluation with transformers' generate(), a loop of decoder "
                             "calls whose length and stop depend on the tokens it produced")

@@ -41,6 +41,7 @@ from ipuflow.training.optim.momentum_schedulers import MomentumScheduler
 from ipuflow.training.optim.moving_average import MovingAverage
 from ipuflow.training.optim.optimizers import Optimizer
 from ipuflow.training.state.run_status import STOPPED_AT_NUM_EPOCHS, STOPPED_EARLY, RunStatus, stop_reason
+from ipuflow.training.loop.executor_preparation import prepare_executors
 from ipuflow.training.loop.readout import TrainerReadout
 from ipuflow.training.loop.schedule_stepper import ScheduleStepper
 from ipuflow.training.loop.trainer import Trainer
@@ -205,10 +206,8 @@ class GradientDescentTrainer(TrainerReadout, CallbackList, Trainer):
                     logger.info("Nothing left to train in %s: %s.", self.serialization_dir, self._status.describe())
                     self._best.load_into_model(self.state)
                     return dict(self._status.metrics)
-                # Every length bucket is compiled now, so that a later bucket is not taken for a bad input.
-                self.executor.prepare(self.data_loader)
-                for validation_loader in self.validation_data_loaders.values():
-                    self.validation_executor.prepare(validation_loader)  # type: ignore[union-attr]
+                prepare_executors(self.executor, self.data_loader, self.validation_executor,
+                                  self.validation_data_loaders.values())
                 return self._train_between_events(interrupts)
             finally:
                 self._interrupts = None
