@@ -25,6 +25,7 @@ from ipuflow.execution.input_spec import InputSpec
 from ipuflow.execution.ipu_config import IpuPlacement, MatmulProportion, resolve_placements
 from ipuflow.execution.ipu_ops import BLOCK_ATTRIBUTE
 from ipuflow.execution.optimum_ipu_config import ipu_config_applied
+from ipuflow.execution.pipeline_layout import layout_blocks
 from ipuflow.execution.rng import get_rng_states, set_rng_states
 from ipuflow.execution.step_outputs import find_loss
 
@@ -73,7 +74,8 @@ def import_poptorch() -> ModuleType:
         ) from error
 
 
-def _resolve_module(model: torch.nn.Module, path: str) -> Any:
+def resolve_layer_list(model: torch.nn.Module, path: str) -> Any:
+    """The ModuleList or Sequential at the dotted `path` of `model` (`pipeline_layers`), or a ConfigurationError."""
     target: Any = model
     for part in path.split("."):
         if not hasattr(target, part):
@@ -219,9 +221,14 @@ class PoptorchExecutor(StepExecutor):
     def _place_model(self, pipeline_layers: Optional[str], recompute_checkpoint_every_layer: bool) -> None:
         """Find the model's layer list and its own blocks, and check that the placement fits them (and,
         in training, that gradient accumulation fills the pipeline)."""
-        self._layers = _resolve_module(self._model, pipeline_layers) if pipeline_layers else None
+        self._layers = resolve_layer_list(self._model, pipeline_layers) if pipeline_layers else None
         self._model_blocks = model_blocks(self._model)
         self._checkpoint_hooks: List[Any] = []  # the recomputation checkpoints _place_layers hooks on at compile
+        key = "layers_per_ipu" if self.training else "inference_layers_per_ipu"
+        if self._layers is None and not self._model_blocks and (self._placement.ipus_per_replica > 1
+                                                                 or recompute_checkpoint_every_layer):
+            # A model that knows its parts (Model.pipeline_layout) is placed as optimum places its models.
+            self._layers, self._model_blocks = layout_blocks(self._model, self._placement, key)
         if self._layers is None and ((self._placement.ipus_per_replica > 1 and not self._model_blocks)
                                      or recompute_checkpoint_every_layer):
             raise ConfigurationError(
@@ -231,7 +238,7 @@ class PoptorchExecutor(StepExecutor):
                 key="pipeline_layers",
             )
         if self._layers is not None:
-            self._placement.layer_ipus(len(self._layers), "layers_per_ipu" if self.training else "inference_layers_per_ipu")
+            self._placement.layer_ipus(len(self._layers), key)
         stage_ipus = self._stage_ipus()
         if self.training:
             self._check_pipeline_accumulation(stage_ipus)
