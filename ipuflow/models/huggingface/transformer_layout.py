@@ -17,7 +17,7 @@ The parts are found by what transformers models share rather than per architectu
 
 from __future__ import annotations
 
-from typing import List, Set, Tuple
+from typing import Any, List, Set, Tuple
 
 import torch
 
@@ -113,7 +113,7 @@ class TransformerPipelineLayout:
     """For models wrapping a transformers model as `self.transformer`: its pipeline layout, so that
     the poptorch executor places it from `layers_per_ipu` (the `Model.pipeline_layout` hook)."""
 
-    transformer: torch.nn.Module
+    transformer: Any  # a transformers PreTrainedModel
 
     def pipeline_layout(self) -> PipelineLayout:
         """The wrapped transformers model's embeddings, layers and heads (transformer_layout)."""
