@@ -25,6 +25,7 @@ from ipuflow.execution.input_spec import InputSpec
 from ipuflow.execution.ipu_config import IpuPlacement, MatmulProportion, resolve_placements
 from ipuflow.execution.ipu_ops import BLOCK_ATTRIBUTE
 from ipuflow.execution.optimum_ipu_config import ipu_config_applied
+from ipuflow.execution.pipeline_layout import layout_blocks
 from ipuflow.execution.pipeline_trace import PlacementTrace, check_pipeline_accumulation
 from ipuflow.execution.rng import get_rng_states, set_rng_states
 from ipuflow.execution.step_outputs import find_loss
@@ -77,7 +78,8 @@ def import_poptorch() -> ModuleType:
         ) from error
 
 
-def _resolve_module(model: torch.nn.Module, path: str) -> Any:
+def resolve_layer_list(model: torch.nn.Module, path: str) -> Any:
+    """The ModuleList or Sequential at the dotted `path` of `model` (`pipeline_layers`), or a ConfigurationError."""
     target: Any = model
     for part in path.split("."):
         if not hasattr(target, part):
@@ -116,8 +118,9 @@ class PoptorchExecutor(StepExecutor):
     `embedding_serialization_factor` and their ``inference_*`` twins. `pipeline_layers` is the dotted
     path of the model's layer list (e.g. ``"encoder.layers"``) that `layers_per_ipu` places; it is
     needed when a replica spans several IPUs or for per-layer recomputation checkpoints (which reach
-    every tensor a layer returns, tuples included). Blocks the model places itself with
-    `ipu_ops.BeginBlock` are applied when it compiles. A training pipeline of S stages needs
+    every tensor a layer returns, tuples included), except for a model that declares its layout
+    (`Model.pipeline_layout`: Hugging Face models, placed as optimum places them). Blocks the model
+    places itself with `ipu_ops.BeginBlock` are applied when it compiles. A training pipeline of S stages needs
     `gradient_accumulation` >= 2·S − 1 (poptorch's rule; refused when the executor is built).
     `precision: fp16` makes the model fp16 (as optimum does); IPUs have no bf16. `auto_loss_scaling`
     is PopART's: no update is skipped, the scale halves or doubles after each update.
@@ -154,7 +157,7 @@ class PoptorchExecutor(StepExecutor):
         """The shared executor options (StepExecutor) plus the IPU ones, named as optimum-graphcore's IPUConfig names them.
 
         ipu_config: an optimum-graphcore ipu_config.json whose keys fill the ones this block leaves out (relative: to the working directory).
-        pipeline_layers: dotted path of the model's layer list (e.g. "encoder.layers") that layers_per_ipu places, for models that name none.
+        pipeline_layers: dotted path of the layer list (e.g. "encoder.layers") layers_per_ipu places, for models with no layout.
         layers_per_ipu: layers on each IPU of a replica, in order; -1 shares the rest (IPUConfig's wildcard); S IPUs need accumulation >= 2S-1.
         inference_layers_per_ipu: layers_per_ipu of the inference executor (default: layers_per_ipu).
         ipus_per_replica: IPUs one replica spans (default: one per layers_per_ipu entry).
@@ -250,9 +253,14 @@ class PoptorchExecutor(StepExecutor):
     def _place_model(self, pipeline_layers: Optional[str], recompute_checkpoint_every_layer: bool) -> None:
         """Find the model's layer list and its own blocks, and check that the placement fits them (and,
         in training, that gradient accumulation fills the pipeline)."""
-        self._layers = _resolve_module(self._model, pipeline_layers) if pipeline_layers else None
+        self._layers = resolve_layer_list(self._model, pipeline_layers) if pipeline_layers else None
         self._model_blocks = model_blocks(self._model)
         self._checkpoint_hooks: List[Any] = []  # the recomputation checkpoints _place_layers hooks on at compile
+        key = "layers_per_ipu" if self.training else "inference_layers_per_ipu"
+        if self._layers is None and not self._model_blocks and (self._placement.ipus_per_replica > 1
+                                                                 or recompute_checkpoint_every_layer):
+            # A model that knows its parts (Model.pipeline_layout) is placed as optimum places its models.
+            self._layers, self._model_blocks = layout_blocks(self._model, self._placement, key)
         if self._layers is None and ((self._placement.ipus_per_replica > 1 and not self._model_blocks)
                                      or recompute_checkpoint_every_layer):
             raise ConfigurationError(
@@ -262,7 +270,7 @@ class PoptorchExecutor(StepExecutor):
                 key="pipeline_layers",
             )
         if self._layers is not None:
-            self._placement.layer_ipus(len(self._layers), "layers_per_ipu" if self.training else "inference_layers_per_ipu")
+            self._placement.layer_ipus(len(self._layers), key)
         self._check_model_blocks()
         if self.training and self._layers is not None and not self._model_blocks:
             # A layer list runs in its order: the rule can be checked now. The model's own blocks (and

@@ -9,12 +9,13 @@ report says that compiling needs the SDK.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 import math
 import tempfile
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Union
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Union
 
 import torch
 
@@ -51,6 +52,8 @@ def dry_run(params: Params, serialization_dir: Path, file_friendly_logging: bool
             _pad_as_poptorch(experiment.trainer)
             sdk_note = _SDK_NOTE
         report = experiment.describe()
+        if registered_name_of(experiment.trainer.executor) == "poptorch" or sdk_note is not None:
+            report["executor"]["ipu"] = _ipu_plan(params, experiment.model)
         report.update(training_plan(experiment.trainer, experiment.datasets))
         report["trial_step"] = trial_step(experiment.trainer)
     if sdk_note is not None:
@@ -61,26 +64,45 @@ def dry_run(params: Params, serialization_dir: Path, file_friendly_logging: bool
     return report
 
 
-def _with_native_stand_in(params: Params) -> Params:
-    """`params` with the poptorch executor replaced by a native CPU one with the same batching options,
-    those of its `ipu_config` file included (where the block and the trainer's spellings leave them out,
-    as for the poptorch executor itself)."""
-    from ipuflow.config.from_params import config_parameters
-    from ipuflow.execution.executor import StepExecutor
+@contextlib.contextmanager
+def _poptorch_block(params: Params) -> Iterator[Dict[str, Any]]:
+    """The executor block of `params` with its `ipu_config` file's keys filled in where the block and
+    the trainer's spellings leave them out, as for the poptorch executor itself; an error about a key
+    the file set, raised inside, says so."""
     from ipuflow.execution.optimum_ipu_config import ipu_config_applied
 
-    shared = set(config_parameters(StepExecutor, StepExecutor.__init__)) - {
-        "model", "optimizer", "training", "precision", "loss_scaling", "auto_loss_scaling"}
-    config = params.as_dict()
-    trainer = config["trainer"]
+    trainer = params.as_dict()["trainer"]
     spellings = {"num_gradient_accumulation_steps": "gradient_accumulation", "grad_norm": "max_grad_norm",
                  "grad_clipping": "max_grad_value"}
     given = {key: trainer[name] for name, key in spellings.items() if trainer.get(name) not in (None, False)}
     with ipu_config_applied(Params(trainer["executor"], history="trainer.executor."), given) as merged:
-        executor = merged.as_dict()
-    config["trainer"]["executor"] = {"type": "native", "device": "cpu",
-                                     **{key: value for key, value in executor.items() if key in shared}}
+        yield merged.as_dict()
+
+
+def _with_native_stand_in(params: Params) -> Params:
+    """`params` with the poptorch executor replaced by a native CPU one with the same batching options,
+    those of its `ipu_config` file included."""
+    from ipuflow.config.from_params import config_parameters
+    from ipuflow.execution.executor import StepExecutor
+
+    shared = set(config_parameters(StepExecutor, StepExecutor.__init__)) - {
+        "model", "optimizer", "training", "precision", "loss_scaling", "auto_loss_scaling"}
+    config = params.as_dict()
+    with _poptorch_block(params) as executor:
+        config["trainer"]["executor"] = {"type": "native", "device": "cpu",
+                                         **{key: value for key, value in executor.items() if key in shared}}
     return Params(config)
+
+
+def _ipu_plan(params: Params, model: torch.nn.Module) -> Dict[str, Any]:
+    """The poptorch executor's IPU settings and the model's placement on IPUs, as the executor sets them."""
+    from ipuflow.execution.ipu_plan import ipu_plan
+
+    with _poptorch_block(params) as executor:
+        try:
+            return ipu_plan(model, executor)
+        except ConfigurationError as error:
+            raise error.locate("trainer.executor.") from None
 
 
 def _pad_as_poptorch(trainer: Any) -> None:

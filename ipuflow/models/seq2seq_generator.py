@@ -10,6 +10,7 @@ import torch
 from ipuflow.config import ConfigurationError, validators
 from ipuflow.data.local_pretrained import import_transformers_offline, is_archived_copy, resolve_local_pretrained
 from ipuflow.data.vocabulary import Vocabulary
+from ipuflow.models.huggingface.transformer_layout import TransformerPipelineLayout
 from ipuflow.models.model import IGNORE_LABEL, Model
 
 
@@ -21,7 +22,7 @@ def _attention_mask(mask: torch.Tensor) -> torch.Tensor:
 
 
 @Model.register("seq2seq_generator")
-class Seq2SeqGenerator(Model):
+class Seq2SeqGenerator(TransformerPipelineLayout, Model):
     """A sequence-to-sequence transformer over `tokens` (the source) and `target_tokens` (the target),
     as the `seq2seq` reader gives them. Nothing is downloaded. One of:
 
