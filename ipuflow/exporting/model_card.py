@@ -75,13 +75,15 @@ def _front_matter(facts: RunFacts) -> str:
     from huggingface_hub import EvalResult, ModelCardData
 
     pipeline_tag = PIPELINE_TAGS.get(facts.auto_class)
+    reader = facts.config.get("dataset_reader")
+    reader_type = reader.get("type") if isinstance(reader, dict) else reader
     results = []
     for prefix, data_key in (("best_validation_", "validation_data_path"), ("test_", "test_data_path")):
         scores = _scores(facts.metrics or {}, prefix)
         data = facts.config.get(data_key)
         for metric, value in scores.items():
             results.append(EvalResult(
-                task_type=pipeline_tag or facts.auto_class, dataset_type=str(facts.config.get("dataset_reader", {}).get("type")),
+                task_type=pipeline_tag or facts.auto_class, dataset_type=reader_type if isinstance(reader_type, str) else "local",
                 dataset_name=data if isinstance(data, str) else data_key, metric_type=metric, metric_value=value,
                 metric_name=f"{prefix.replace('_', ' ').strip()} {metric}"))
     tags = ["ipuflow", *([pipeline_tag] if pipeline_tag else [])]

@@ -100,7 +100,7 @@ def test_the_model_card_holds_the_runs_metrics_config_data_and_training_time(pre
     assert {"ipuflow", "text-classification"} <= set(front["tags"])
     [result] = front["model-index"][0]["results"]
     assert result["task"]["type"] == "text-classification"
-    assert result["dataset"]["name"] == config["validation_data_path"]
+    assert result["dataset"] == {"name": config["validation_data_path"], "type": "text_classification_json"}
     reported = {metric["type"]: metric["value"] for metric in result["metrics"]}
     assert reported == {"accuracy": metrics["best_validation_accuracy"], "loss": metrics["best_validation_loss"]}
     assert f"- training time: {metrics['training_duration']}" in body and "- epochs: 1" in body
@@ -110,6 +110,14 @@ def test_the_model_card_holds_the_runs_metrics_config_data_and_training_time(pre
     assert json.loads(body.split("```json\n", 1)[1].split("\n```", 1)[0]) == config
     marker = json.loads((target / EXPORT_MARKER).read_text())
     assert "README.md" in marker["files"]
+
+
+def test_the_model_card_of_other_weights_says_the_metrics_are_the_runs(pretrained_run, tmp_path):
+    weights = pretrained_run / "best.safetensors"
+    target = tmp_path / "exported"
+    assert run(["export-pretrained", str(pretrained_run), str(target), "--weights-file", str(weights)]) == 0
+    _, body = _card(target)
+    assert f"These weights come from `{weights}` (`--weights-file`); the metrics below are the run's" in body
 
 
 def test_the_model_card_of_an_archive_away_from_its_run_says_its_metrics_are_unknown(pretrained_run, tmp_path):
