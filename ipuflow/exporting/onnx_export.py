@@ -392,6 +392,7 @@ def export_archive(archive_path: str, output: Union[str, Path], dynamic: bool = 
     int8_tolerance = QUANTIZED_TOLERANCE if quantized_tolerance is None else quantized_tolerance
     archive = load_archive(archive_path, overrides=overrides, weights_file=weights_file)
     model = archive.model.cpu().eval()
+    _refuse_host_driven_evaluation(model, archive_path)
     with archive.import_policy.applied():  # the loader comes from the archive's config, as its model did
         batches = sample_batches(archive, input_path, batch_size, samples)
     if not batches:
@@ -414,6 +415,24 @@ def export_archive(archive_path: str, output: Union[str, Path], dynamic: bool = 
         publish(staged, output)
     report.path = output
     return report
+
+
+def _refuse_host_driven_evaluation(model: torch.nn.Module, archive_path: str) -> None:
+    """A ConfigurationError for a model whose inference forward is a loop driven by the values it
+    computes (generation): an ONNX graph is one fixed computation, and tracing would unroll the loop
+    for the sample input alone."""
+    from ipuflow.models.model import Model
+
+    declared = model.host_driven_evaluation() if isinstance(model, Model) else None
+    if declared is not None:
+        key, what = declared
+        raise ConfigurationError(
+            f"{what}; an ONNX graph is one fixed computation, which cannot hold such a loop, so `ipuflow export` "
+            f"refuses this model. `ipuflow export-pretrained {archive_path} DIR` writes it as a transformers directory whose "
+            f"generate() gives the same texts; or export the forward without generation (the loss of given targets) "
+            f"with --overrides '{{\"model.{key}\": false}}'.",
+            path=f"model.{key}",
+        )
 
 
 def _export_checked(model: torch.nn.Module, sample: Mapping[str, torch.Tensor], checked: Sequence[Mapping[str, torch.Tensor]],

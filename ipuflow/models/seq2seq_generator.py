@@ -3,7 +3,9 @@ by generating."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, Optional, Tuple
+import copy
+from pathlib import Path
+from typing import Any, Dict, Mapping, Optional, Tuple, Union
 
 import torch
 
@@ -172,18 +174,39 @@ class Seq2SeqGenerator(TransformerPipelineLayout, Model):
             outputs["generated"] = self._generate(tokens, attention)
         return outputs
 
+    def _generation_settings(self) -> Dict[str, Any]:
+        """What `generate` is given over the model's generation config: one sequence per row, at most
+        `max_new_tokens`, `num_beams` beams, no sampling."""
+        beams = self.num_beams > 1
+        # Without beams the beam-search settings do nothing; they are reset to their defaults, which
+        # transformers requires of a generation config it saves.
+        return {"num_beams": self.num_beams, "max_new_tokens": self.max_new_tokens, "do_sample": False,
+                "num_return_sequences": 1, "length_penalty": self.length_penalty if beams else 1.0, "early_stopping": beams}
+
     def _generate(self, tokens: torch.Tensor, attention: torch.Tensor) -> torch.Tensor:
         """Generated ids, padded to `max_new_tokens` + 1 columns (the start token, then the new ones)."""
         # Every knob that sizes the work is given here, over what the model's config (an archive's
-        # copy, perhaps) says: one sequence per row, at most max_new_tokens, num_beams beams.
-        generated = self.transformer.generate(
-            input_ids=tokens, attention_mask=attention, num_beams=self.num_beams, max_new_tokens=self.max_new_tokens,
-            length_penalty=self.length_penalty, do_sample=False, early_stopping=self.num_beams > 1,
-            num_return_sequences=1)
+        # copy, perhaps) says.
+        generated = self.transformer.generate(input_ids=tokens, attention_mask=attention, **self._generation_settings())
         width = self.max_new_tokens + 1
         padded = generated.new_full((generated.shape[0], width), self._tokenizer.pad_token_id or 0)
         padded[:, : min(width, generated.shape[1])] = generated[:, :width]
         return padded
+
+    @property
+    def pretrained_auto_class(self) -> str:
+        """`EncoderDecoderModel` for a model warm-started from two encoders, else `AutoModelForSeq2SeqLM`."""
+        name = type(self.transformer).__name__
+        return name if name == "EncoderDecoderModel" else "AutoModelForSeq2SeqLM"
+
+    def save_pretrained(self, directory: Union[str, Path]) -> None:
+        """Write the transformers model into `directory` with a generation config holding this model's
+        generation settings, so that `generate(input_ids, attention_mask)` of the reloaded model
+        gives the texts that ipuflow's evaluation generates."""
+        self.transformer.save_pretrained(str(directory))
+        generation = copy.deepcopy(self.transformer.generation_config)
+        generation.update(**self._generation_settings())
+        generation.save_pretrained(str(directory))
 
     def make_output_human_readable(self, outputs: Dict[str, torch.Tensor]) -> Dict[str, Any]:
         """`generated_text` per row (when the model generated)."""

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from pathlib import Path
+from typing import Any, Dict, Optional, Union
 
 import torch
 
@@ -28,6 +29,7 @@ class TransformerClassifier(TransformerPipelineLayout, Classifier):
     """
 
     default_predictor = "text_classifier"
+    pretrained_auto_class = "AutoModelForSequenceClassification"
 
     def __init__(
         self,
@@ -47,10 +49,11 @@ class TransformerClassifier(TransformerPipelineLayout, Classifier):
         self.model_name = model_name
         id2label = {index: self.vocab.get_token_from_index(index, label_namespace) for index in range(self.num_labels)}
         labels = {"num_labels": self.num_labels, "id2label": id2label, "label2id": {v: k for k, v in id2label.items()}}
+        self.transformer: Any  # a transformers PreTrainedModel
         if model_name is not None:
-            self.transformer = load_auto_model("AutoModelForSequenceClassification", model_name, "model_name", labels)
+            self.transformer = load_auto_model(self.pretrained_auto_class, model_name, "model_name", labels)
         else:
-            self.transformer = model_from_config("AutoModelForSequenceClassification", config or {}, labels)
+            self.transformer = model_from_config(self.pretrained_auto_class, config or {}, labels)
 
     def forward(  # type: ignore[override]
         self, tokens: torch.Tensor, tokens_mask: torch.Tensor, label: Optional[torch.Tensor] = None
@@ -58,3 +61,8 @@ class TransformerClassifier(TransformerPipelineLayout, Classifier):
         """`logits` and `probs` for each row, and `loss` given labels."""
         logits = self.transformer(input_ids=tokens, attention_mask=attention_mask(tokens_mask)).logits
         return self.classification_outputs(logits, label)
+
+    def save_pretrained(self, directory: Union[str, Path]) -> None:
+        """Write the transformers model (weights and config, with the label names) into `directory`,
+        for `AutoModelForSequenceClassification.from_pretrained`: its head is this model's head."""
+        self.transformer.save_pretrained(str(directory))

@@ -116,8 +116,24 @@ def _tiny_t5_directory(path):
     return str(path)
 
 
+def tiny_bert_directory(path):
+    """A local BERT checkpoint as save_pretrained writes it: a random one-layer model with MiniLM's
+    vocabulary, and MiniLM's tokenizer beside it."""
+    import torch
+    import transformers
+
+    from ipuflow.data.local_pretrained import resolve_local_pretrained
+
+    torch.manual_seed(0)
+    config = transformers.AutoConfig.for_model("bert", vocab_size=30522, hidden_size=16, num_hidden_layers=1,
+                                               num_attention_heads=2, intermediate_size=32, max_position_embeddings=64)
+    transformers.AutoModel.from_config(config).save_pretrained(str(path))
+    transformers.AutoTokenizer.from_pretrained(str(resolve_local_pretrained(MINILM, "model_name"))).save_pretrained(str(path))
+    return str(path)
+
+
 @pytest.mark.slow  # BERT2BERT from MiniLM: two 22M-parameter encoders, one update
-@pytest.mark.parametrize("source", ["pretrained_model_name_or_path", "encoder_and_decoder"])
+@pytest.mark.parametrize("source", ["pretrained_model_name_or_path", "encoder_and_decoder", "local_encoder_and_decoder"])
 def test_an_archive_of_a_model_warm_started_from_local_checkpoints_evaluates_with_its_own_weights(tmp_path, source, capsys):
     # The archive keeps a copy of each pretrained model's config and tokenizer, without weights: the
     # model must be built from those configs and take the archive's weights (it used to call
@@ -128,10 +144,15 @@ def test_an_archive_of_a_model_warm_started_from_local_checkpoints_evaluates_wit
     write_jsonl(data / "validation.jsonl", headline_rows(8, seed=1))
     if source == "encoder_and_decoder":
         model = {"encoder": MINILM, "decoder": MINILM, "num_beams": 2}
+    elif source == "local_encoder_and_decoder":
+        bert = tiny_bert_directory(tmp_path / "bert")
+        model = {"encoder": bert, "decoder": bert}
     else:
         model = {"pretrained_model_name_or_path": _tiny_t5_directory(tmp_path / "t5")}
     config = seq2seq_config(data, **model)
     del config["model"]["config"]
+    if source == "local_encoder_and_decoder":  # the tokenizer is then the decoder's, a local directory too
+        del config["model"]["tokenizer"]
     config["trainer"]["num_epochs"] = 1
     config_path = tmp_path / "config.json"
     config_path.write_text(json.dumps(config))

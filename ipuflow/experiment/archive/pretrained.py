@@ -14,6 +14,7 @@ from typing import Any, Dict, FrozenSet, Iterator, List, Optional
 from ipuflow.config import ConfigurationError
 from ipuflow.data.local_pretrained import archived_pretrained, import_transformers_offline, resolve_local_pretrained
 from ipuflow.experiment.archive.pretrained_patterns import check_tokenizer_patterns
+from ipuflow.experiment.archive.schema import MODELS, PRETRAINED
 
 logger = logging.getLogger(__name__)
 
@@ -24,17 +25,35 @@ PRETRAINED_KEYS = ("model_name", "pretrained_model_name_or_path")
 
 
 def pretrained_names(config: Any) -> List[str]:
-    """The distinct pretrained model names in a config, in the order they occur."""
+    """The distinct pretrained model names in a config, in the order they occur: under the
+    `PRETRAINED_KEYS` anywhere, then under the model's other keys that the archive schema marks as
+    pretrained names (`seq2seq_generator`'s `encoder`, `decoder` and `tokenizer`)."""
+    names = _under_pretrained_keys(config)
+    return names + [name for name in _named_by_the_model(config) if name not in names]
+
+
+def _named_by_the_model(config: Any) -> List[str]:
+    # Read from the schema, not matched by key name: elsewhere `encoder` and `tokenizer` name components.
+    model = config.get("model") if isinstance(config, dict) else None
+    if not isinstance(model, dict) or not isinstance(model.get("type"), str):
+        return []
+    keys = MODELS.get(model["type"])
+    if keys is None:
+        return []
+    return [value for key, value in model.items() if keys.rules.get(key) is PRETRAINED and isinstance(value, str)]
+
+
+def _under_pretrained_keys(config: Any) -> List[str]:
     names: List[str] = []
     if isinstance(config, dict):
         for key, value in config.items():
             if key in PRETRAINED_KEYS and isinstance(value, str) and value not in names:
                 names.append(value)
             else:
-                names.extend(name for name in pretrained_names(value) if name not in names)
+                names.extend(name for name in _under_pretrained_keys(value) if name not in names)
     elif isinstance(config, list):
         for item in config:
-            names.extend(name for name in pretrained_names(item) if name not in names)
+            names.extend(name for name in _under_pretrained_keys(item) if name not in names)
     return names
 
 

@@ -110,6 +110,11 @@ class HuggingfaceModel(TransformerPipelineLayout, MetricsModel):
         else:
             self.transformer.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
 
+    @property
+    def pretrained_auto_class(self) -> str:
+        """The task's transformers auto class, whose `from_pretrained` loads `save_pretrained`'s directory."""
+        return self.task.auto_class
+
     def save_pretrained(self, directory: Union[str, Path]) -> None:
         """Write the transformers model (weights and config, with the label names) into `directory`,
         for `AutoModelFor<Task>.from_pretrained`."""
