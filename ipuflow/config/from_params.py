@@ -253,7 +253,7 @@ def build_arguments(cls: type, constructor: Callable[..., Any], params: Params, 
     unknown = next((key for key in params if key not in parameters), None)
     if unknown is not None:
         raise unknown_key_error(cls, unknown, [name for name in parameters if name not in extras], params.path_of(unknown),
-                                params.get(unknown))
+                                params.params.get(unknown))
     kwargs: Dict[str, Any] = {}
     for name, parameter in parameters.items():
         path = params.path_of(name)

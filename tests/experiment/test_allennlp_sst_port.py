@@ -120,3 +120,22 @@ def test_the_guide_gives_the_port_as_tested():
     guide = (ROOT / "docs" / "migrating-from-allennlp.md").read_text(encoding="utf-8")
     body = PORT.read_text(encoding="utf-8").split("\n{", 1)[1]
     assert "{" + body in guide
+
+
+@pytest.mark.parametrize("embedder, advice", [
+    ({"type": "embedding", "embedding_dim": 50, "pretrained_file": "glove.6B.50d.txt", "trainable": True,
+      "projection_dim": 10},
+     'Here, write in model: "embedding_dim": 50, "pretrained_file": "glove.6B.50d.txt", "trainable_embeddings": true; '
+     'ipuflow has no counterpart for projection_dim.'),
+    ({"type": "pretrained_transformer", "model_name": "bert-base-uncased"},
+     'Here: {"type": "transformer_classifier", "model_name": "bert-base-uncased"}'),
+])
+def test_the_resolver_words_text_field_embedder_for_its_value_too(embedder, advice):
+    """Sections the key check leaves to the resolver (a Lazy one built later) get the same advice."""
+    from ipuflow.config import ConfigurationError, Params
+    from ipuflow.models import Model
+
+    config = {"type": "basic_classifier", "embedding_dim": 4, "text_field_embedder": {"token_embedders": {"tokens": embedder}}}
+    with pytest.raises(ConfigurationError) as error:
+        Model.from_params(Params(config), vocab=Vocabulary.empty())
+    assert advice in str(error.value)
