@@ -220,15 +220,16 @@ def _extras_accepted_by(function: Callable[..., Any], extras: Dict[str, Any]) ->
 # -- arguments ----------------------------------------------------------------------------------------
 
 
-def unknown_key_error(cls: type, key: str, valid: List[str], path: str) -> ConfigurationError:
+def unknown_key_error(cls: type, key: str, valid: List[str], path: str, value: Any = None) -> ConfigurationError:
     """The error for a config key that no argument of `cls`'s constructor takes: the closest valid
-    key, or, for a key from AllenNLP 2.10's configs, what ipuflow has in its place."""
+    key, or, for a key from AllenNLP 2.10's configs, what ipuflow has in its place (worded for the
+    key's `value` where that helps)."""
     from ipuflow.config.allennlp_names import allennlp_key_advice
 
     replacement = getattr(cls, "replaced_keys", {}).get(key)
     if replacement is not None:  # a key of another tool (AllenNLP) that ipuflow spells differently
         return ConfigurationError(replacement, path=path)
-    advice = allennlp_key_advice(cls, key)
+    advice = allennlp_key_advice(cls, key, value)
     if advice is not None:
         return ConfigurationError(f"unknown key for {cls.__name__}. {advice} Valid keys: {', '.join(valid) or '(none)'}.",
                                   path=path)
@@ -251,7 +252,8 @@ def build_arguments(cls: type, constructor: Callable[..., Any], params: Params, 
     # Unknown keys first: a misspelt key also looks like a missing one, and "did you mean" helps more.
     unknown = next((key for key in params if key not in parameters), None)
     if unknown is not None:
-        raise unknown_key_error(cls, unknown, [name for name in parameters if name not in extras], params.path_of(unknown))
+        raise unknown_key_error(cls, unknown, [name for name in parameters if name not in extras], params.path_of(unknown),
+                                params.params.get(unknown))
     kwargs: Dict[str, Any] = {}
     for name, parameter in parameters.items():
         path = params.path_of(name)

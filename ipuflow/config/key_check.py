@@ -12,8 +12,9 @@ value to the resolver.
 from __future__ import annotations
 
 import typing
-from typing import Any, Callable, List, Optional, Tuple
+from typing import Any, Callable, List, Optional, Sequence, Tuple
 
+from ipuflow.config.allennlp_names import allennlp_renamed_key, allennlp_renamed_type
 from ipuflow.config.errors import ConfigurationError
 from ipuflow.config.from_params import (
     _DICT_ORIGINS, _LIST_ORIGINS, _SET_ORIGINS, _UNION_TYPES, FromParams, config_parameters, unknown_key_error,
@@ -37,13 +38,16 @@ def key_errors(config: Any, cls: type, constructor: Optional[Callable[..., Any]]
 
 def check_config_keys(config: Any, cls: type, constructor: Optional[Callable[..., Any]] = None) -> None:
     """Raise one `ConfigurationError` naming every unknown key and `type` name in `config`."""
-    errors = key_errors(config, cls, constructor)
+    raise_together(key_errors(config, cls, constructor))
+
+
+def raise_together(errors: Sequence[ConfigurationError]) -> None:
+    """Raise `errors` as one `ConfigurationError` that lists them all (nothing if there are none)."""
     if len(errors) == 1:
         raise errors[0]
     if errors:
         listed = " ".join(f"({number}) {error.message}" for number, error in enumerate(errors, 1))
-        raise ConfigurationError(f"the config has {len(errors)} mistakes, listed here so that one edit fixes them "
-                                 f"all: {listed}")
+        raise ConfigurationError(f"the config has {len(errors)} mistakes, all listed here: {listed}")
 
 
 def _is_family(cls: type) -> bool:
@@ -108,7 +112,11 @@ def _check_component(value: Any, cls: type, path: str, errors: List[Configuratio
             subclass, constructor_name = cls.resolve_class_name(type_name)  # type: ignore[attr-defined]
         except ConfigurationError as error:
             errors.append(ConfigurationError(str(error), path=f"{path}.type" if path else "type"))
-            return
+            renamed = allennlp_renamed_type(cls, type_name)
+            if renamed is None:
+                return  # no class to check the section's other keys against
+            # AllenNLP's name for an ipuflow type: its keys are checked now, not after the rename.
+            subclass, constructor_name = cls.resolve_class_name(renamed)  # type: ignore[attr-defined]
         if not (isinstance(subclass, type) and issubclass(subclass, FromParams)):
             return  # a plain class takes its keys verbatim
         cls = subclass
@@ -127,4 +135,7 @@ def _check_object(value: Any, cls: type, constructor: Callable[..., Any], histor
             _check_value(item, parameters[key].annotation, f"{history}{key}", errors)
         else:
             valid = [name for name in parameters if name not in injected_arguments(cls)]
-            errors.append(unknown_key_error(cls, key, valid, f"{history}{key}"))
+            errors.append(unknown_key_error(cls, key, valid, f"{history}{key}", item))
+            renamed = allennlp_renamed_key(cls, key)
+            if renamed in parameters:  # what is under the renamed key is checked too, under the user's path
+                _check_value(item, parameters[renamed].annotation, f"{history}{key}", errors)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import fnmatch
-import gzip
 import logging
 from pathlib import Path
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Union
@@ -11,6 +10,7 @@ from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Union
 from ipuflow.config import ConfigurationError, Registrable
 from ipuflow.data.fields import VocabCounter
 from ipuflow.data.instance import Instance
+from ipuflow.data.word_vector_files import word_vector_lines
 from ipuflow.storage.atomic import write_directory_atomically
 
 logger = logging.getLogger(__name__)
@@ -345,19 +345,7 @@ def read_pretrained_tokens(path: Union[str, Path], key: str) -> List[str]:
     """The tokens of an embedding text file (GloVe or word2vec text format, optionally gzipped): the
     first space-separated item of each line, in file order. `key` is the config key (in the vocabulary's
     section) that names the file."""
-    file_path = Path(path).expanduser()
-    if not file_path.is_file():
-        raise ConfigurationError(f"{str(path)!r} is not a file (resolved to {file_path.resolve()}).", key=key)
-    opener = gzip.open if file_path.suffix == ".gz" else open
-    tokens = []
-    with opener(file_path, "rt", encoding="utf-8") as file:  # type: ignore[operator]
-        for line_number, line in enumerate(file, start=1):
-            items = line.rstrip("\n").split(" ")
-            if line_number == 1 and len(items) == 2 and all(item.isdigit() for item in items):
-                continue  # word2vec's header: the number of tokens and the dimension
-            if items[0]:
-                tokens.append(items[0])
-    return tokens
+    return [fields[0] for _, fields in word_vector_lines(path, key) if fields[0]]
 
 
 def _write_lines(path: Path, lines: Iterable[str]) -> None:

@@ -72,12 +72,14 @@ def train_model_from_file(
 
 
 def check_keys_before_reading_data(params: Params) -> None:
-    """Every unknown key and `type` name of the config, reported together before anything is read or
-    written (building reports them one at a time, a trainer key only after the data is read)."""
-    from ipuflow.config.key_check import check_config_keys
+    """Every unknown key and `type` name of the config, and every data path that is a URL, reported
+    together before anything is read or written (building reports them one at a time, a trainer key
+    only after the data is read)."""
+    from ipuflow.config.key_check import key_errors, raise_together
+    from ipuflow.experiment.local_data_paths import remote_data_path_errors
     from ipuflow.experiment.train_model import TrainModel
 
-    check_config_keys(params, TrainModel)
+    raise_together(key_errors(params, TrainModel) + remote_data_path_errors(params.as_dict()))
 
 
 def check_backend_before_reading_data(params: Params) -> None:

@@ -12,6 +12,7 @@ from ipuflow.metrics import Metric
 from ipuflow.models.classifier import Classifier
 from ipuflow.models.encoders import BagOfEmbeddingsEncoder, Seq2VecEncoder
 from ipuflow.models.model import Model
+from ipuflow.models.word_vectors import pretrained_embedding_matrix
 
 
 @Model.register("basic_classifier", constructor="from_partial_objects")
@@ -19,6 +20,10 @@ class BasicClassifier(Classifier):
     """Classifies a text from its `tokens` (ids from the vocabulary's `namespace`, 0 = padding) and
     `tokens_mask`: token embeddings of `embedding_dim`, an `encoder` (`bag_of_embeddings`, `cnn`,
     `lstm`, ...) to one vector, dropout, and a linear layer to the label scores.
+
+    `pretrained_file` starts the embeddings from a local file of word vectors in GloVe's text
+    format (AllenNLP's `token_embedders.tokens.pretrained_file`); `trainable_embeddings: false`
+    keeps them fixed (AllenNLP's `trainable`).
 
     With `text_pair: true` it classifies a pair of texts (premise/hypothesis, question/context)
     from `tokens` and `tokens_pair` (as a reader's `text_pair_key` gives): both are encoded by the
@@ -36,6 +41,8 @@ class BasicClassifier(Classifier):
         label_namespace: str = "labels",
         metrics: Optional[Dict[str, Metric]] = None,
         text_pair: bool = False,
+        pretrained_file: Optional[str] = None,
+        trainable_embeddings: bool = True,
     ) -> None:
         super().__init__(vocab, label_namespace=label_namespace, metrics=metrics)
         if encoder.get_input_dim() != embedding_dim:
@@ -47,6 +54,11 @@ class BasicClassifier(Classifier):
         validators.probability("dropout", dropout)
         self.namespace = namespace
         self.embedding = torch.nn.Embedding(vocab.get_vocab_size(namespace), embedding_dim, padding_idx=0)
+        if pretrained_file is not None:
+            with torch.no_grad():
+                self.embedding.weight.copy_(pretrained_embedding_matrix(
+                    pretrained_file, vocab.get_token_to_index_vocabulary(namespace), *self.embedding.weight.shape))
+        self.embedding.weight.requires_grad_(validators.boolean("trainable_embeddings", trainable_embeddings))
         self.encoder = encoder
         self.dropout = torch.nn.Dropout(dropout)
         self.text_pair = text_pair
@@ -63,6 +75,8 @@ class BasicClassifier(Classifier):
         label_namespace: str = "labels",
         metrics: Optional[Dict[str, Metric]] = None,
         text_pair: bool = False,
+        pretrained_file: Optional[str] = None,
+        trainable_embeddings: bool = True,
     ) -> "BasicClassifier":
         """The config constructor: the encoder's `input_dim` defaults to `embedding_dim`."""
         return cls(
@@ -74,6 +88,8 @@ class BasicClassifier(Classifier):
             label_namespace=label_namespace,
             metrics=metrics,
             text_pair=text_pair,
+            pretrained_file=pretrained_file,
+            trainable_embeddings=trainable_embeddings,
         )
 
     def forward(  # type: ignore[override]

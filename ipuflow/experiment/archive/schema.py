@@ -55,7 +55,10 @@ def _squad_windows(section: Dict[str, Any], path: str) -> None:
 
 MODELS: Dict[str, Keys] = {
     "basic_classifier": Keys({"embedding_dim": DIM, "encoder": Component("encoder", optional=True), "dropout": FRACTION,
-                              "namespace": NAME, "text_pair": boolean, **CLASSIFIER_KEYS}),
+                              "namespace": NAME, "text_pair": boolean,
+                              # The archive's weights hold the pretrained vectors: the file is not read again.
+                              "pretrained_file": Drop(noted=False), "trainable_embeddings": Drop(noted=False),
+                              **CLASSIFIER_KEYS}),
     "feedforward_classifier": Keys({"input_dim": DIM, "hidden_dims": ListOf(DIM, 64), "activation": Text(64),
                                     "dropout": FRACTION, **CLASSIFIER_KEYS}),
     "span_extractor": Keys({"num_embeddings": Int(1, 2**24), "embedding_dim": DIM, "hidden_size": DIM,
