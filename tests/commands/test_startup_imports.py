@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import List, Optional
 
 import pytest
 
@@ -23,9 +24,11 @@ ROOT = Path(__file__).resolve().parents[2]
 HEAVY = ["torchmetrics", "transformers", "tokenizers", "onnx", "onnxruntime", "tensorboard", "scipy", "sklearn"]
 
 
-def imported_after(code: str) -> list:
+def imported_after(code: str, watched: Optional[List[str]] = None) -> list:
+    """Which of `watched` (default: the heavy libraries and torch) are imported after running `code`."""
+    names = HEAVY + ["torch"] if watched is None else watched
     probe = (f"import sys, json\n{code}\n"
-             f"print(json.dumps(sorted(m for m in {HEAVY + ['torch']!r} if m in sys.modules)))")
+             f"print(json.dumps(sorted(m for m in {names!r} if m in sys.modules)))")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, env=env)
     assert result.returncode == 0, result.stderr
@@ -55,3 +58,23 @@ def test_a_short_run_imports_no_library_its_config_does_not_use(tmp_path):
     code = "from ipuflow.commands.cli import run\n" + "".join(f"assert run({args!r}) == 0\n" for args in commands)
     assert imported_after(code) == ["tensorboard", "torch"]
     assert json.loads((run_dir / "metrics.json").read_text())["test_accuracy"] >= 0.0
+
+
+@pytest.mark.slow  # trains a tiny model first: a few seconds
+def test_predict_does_not_import_the_compiler(tmp_path):
+    """Checking an archive's model sizes on the meta device skips the random initialisation, whose
+    meta implementation in torch imports torch._dynamo (0.9 s of CPU, the largest part of a
+    one-sentence predict's start-up)."""
+    from ipuflow.commands.cli import run
+
+    data = write_tiny_data(tmp_path)
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(tiny_config(data, num_epochs=1)))
+    assert run(["train", str(config), "-s", str(tmp_path / "run")]) == 0
+    inputs = tmp_path / "inputs.jsonl"
+    inputs.write_text(json.dumps({"text": "a good film"}) + "\n")
+    code = ("from ipuflow.commands.cli import run\n"
+            f"assert run(['predict', {str(tmp_path / 'run' / 'model.tar.gz')!r}, {str(inputs)!r}, '--silent', "
+            f"'--output-file', {str(tmp_path / 'out.jsonl')!r}]) == 0")
+    assert "torch._dynamo" not in imported_after(code, watched=["torch._dynamo"])
+    assert json.loads((tmp_path / "out.jsonl").read_text())["label"] in ("pos", "neg")
