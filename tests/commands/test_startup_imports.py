@@ -40,6 +40,27 @@ def test_main_module_and_help_import_nothing_heavy():
     assert imported_after("from ipuflow.commands.cli import run\ntry:\n    run(['--help'])\nexcept SystemExit:\n    pass") == []
 
 
+def test_the_data_cache_commands_import_no_torch(tmp_path):
+    """`ipuflow cache list|clean` read and remove files: importing the data package no longer builds
+    its readers and loader (and torch with them, about 1.2 s of CPU)."""
+    code = ("from ipuflow.commands.cli import run\n"
+            f"assert run(['cache', 'list', '--cache-directory', {str(tmp_path)!r}]) == 0\n"
+            f"assert run(['cache', 'clean', '--all', '--cache-directory', {str(tmp_path)!r}]) == 0")
+    assert imported_after(code) == []
+
+
+def test_the_data_package_still_exports_its_names_and_registers_on_use():
+    """`from ipuflow.data import X` keeps working (imported when first used), for every name listed."""
+    code = ("from ipuflow.data import *\n"
+            "from ipuflow.data.columnar import *\n"
+            "from ipuflow.data import ColumnarDataset, DatasetReader, Vocabulary, IGNORE_LABEL\n"
+            "from ipuflow.data.columnar import cached_dataset\n"
+            "import ipuflow.data as data\n"
+            "assert data.TextClassificationJsonReader is DatasetReader.by_name('text_classification_json')\n"
+            "assert Vocabulary.by_name('from_instances') is not None")
+    assert imported_after(code) == ["torch"]
+
+
 def test_loading_the_components_imports_no_optional_library():
     loaded = imported_after("from ipuflow.plugins import import_builtin_components\nimport_builtin_components()")
     assert loaded == ["torch"]
