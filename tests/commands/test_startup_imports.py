@@ -81,6 +81,20 @@ def test_a_short_run_imports_no_library_its_config_does_not_use(tmp_path):
     assert json.loads((run_dir / "metrics.json").read_text())["test_accuracy"] >= 0.0
 
 
+def test_a_model_built_on_the_meta_device_has_its_shapes_and_imports_no_compiler():
+    """Initialisers called by torch.nn modules (keyword tensor) and tensor methods alike are skipped."""
+    code = ("import torch\n"
+            "from ipuflow.experiment.archive.meta_build import building_on_meta\n"
+            "with building_on_meta():\n"
+            "    model = torch.nn.Sequential(torch.nn.Embedding(50, 8), torch.nn.Linear(8, 4), torch.nn.LSTM(4, 4))\n"
+            "    loose = torch.empty(3, 3).normal_()\n"
+            "    torch.nn.init.trunc_normal_(loose)\n"
+            "assert all(p.is_meta for p in model.parameters()) and loose.is_meta\n"
+            "assert tuple(model[1].weight.shape) == (4, 8) and tuple(model[2].weight_hh_l0.shape) == (16, 4)\n"
+            "assert not torch.empty(2).is_meta  # only inside the block")
+    assert imported_after(code, watched=["torch._dynamo"]) == []
+
+
 @pytest.mark.slow  # trains a tiny model first: a few seconds
 def test_predict_does_not_import_the_compiler(tmp_path):
     """Checking an archive's model sizes on the meta device skips the random initialisation, whose
