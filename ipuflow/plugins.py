@@ -13,14 +13,15 @@ import os
 import pkgutil
 import sys
 from importlib import metadata
-from typing import Iterable, List, Mapping
+from typing import Any, Callable, Iterable, List, Mapping
 
 from ipuflow.config.errors import ConfigurationError
 from ipuflow.config.import_policy import ENTRY_POINT_GROUP, remember_included
 
 logger = logging.getLogger(__name__)
 
-BUILTIN_PACKAGES = ("ipuflow.data", "ipuflow.models", "ipuflow.metrics", "ipuflow.execution",
+BUILTIN_PACKAGES = ("ipuflow.data.vocabulary", "ipuflow.data.tokenizers", "ipuflow.data.loader",
+                    "ipuflow.data.readers", "ipuflow.models", "ipuflow.metrics", "ipuflow.execution",
                     "ipuflow.training", "ipuflow.predictors", "ipuflow.evaluation", "ipuflow.experiment",
                     "ipuflow.tuning.pruning_callback")
 """The packages and modules whose import registers ipuflow's own components."""
@@ -99,3 +100,21 @@ def keep_moved_modules_importable(package: str, moved: Mapping[str, str]) -> Non
         sys.modules[f"{package}.{old}"] = module
         if "." not in old:
             setattr(parent, old, module)
+
+
+def lazy_exports(package: str, exports: Mapping[str, str]) -> Callable[[str], Any]:
+    """A module `__getattr__` for `package` that imports each name of `exports` (name -> module)
+    when it is first asked for, and a submodule by its name, so that importing the package itself
+    costs nothing: a command that needs one light module of it does not import torch for the rest."""
+
+    def exported(name: str) -> Any:
+        if name in exports:
+            return getattr(importlib.import_module(exports[name]), name)
+        try:
+            return importlib.import_module(f"{package}.{name}")
+        except ModuleNotFoundError as error:
+            if error.name != f"{package}.{name}":
+                raise
+            raise AttributeError(f"module {package!r} has no attribute {name!r}") from None
+
+    return exported

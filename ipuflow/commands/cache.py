@@ -17,7 +17,7 @@ _directory_option = click.option(
 
 
 def _directory(cache_directory: Optional[str]) -> Path:
-    from ipuflow.data.columnar.cache import default_cache_directory
+    from ipuflow.data.columnar.cache_location import default_cache_directory
 
     return Path(cache_directory).expanduser() if cache_directory else default_cache_directory()
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 import inspect
 import json
 import re
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 import click
 
 from ipuflow.commands.cli import debug_option, include_package_option
+from ipuflow.commands.component_index import first_doc_line, load_index
 from ipuflow.config.errors import ConfigurationError, closest_match
 from ipuflow.config.injected import INJECTED_ARGUMENTS
 
@@ -36,27 +37,24 @@ def _bases() -> Dict[str, type]:
     return {base.__name__: base for base in registrable_bases()}
 
 
-def _find_base(name: str) -> type:
-    bases = _bases()
+def _find_base_name(name: str, bases: Iterable[str]) -> str:
+    """The base among `bases` that `name` means: its class name in either case style, or an alias."""
+    known = list(bases)
     wanted = name.replace("-", "_").lower()
-    if wanted in BASE_ALIASES and BASE_ALIASES[wanted] in bases:
-        return bases[BASE_ALIASES[wanted]]
-    for base_name, base in bases.items():
+    if wanted in BASE_ALIASES and BASE_ALIASES[wanted] in known:
+        return BASE_ALIASES[wanted]
+    for base_name in known:
         if wanted in (base_name.lower(), _snake(base_name)):
-            return base
-    candidates = list(bases) + [_snake(n) for n in bases] + list(BASE_ALIASES)
+            return base_name
+    candidates = known + [_snake(n) for n in known] + list(BASE_ALIASES)
     match = closest_match(name, candidates)
     hint = f" Did you mean {match!r}?" if match else ""
-    raise ConfigurationError(f"{name!r} is not a registrable base.{hint} Bases: {', '.join(sorted(bases))}.")
+    raise ConfigurationError(f"{name!r} is not a registrable base.{hint} Bases: {', '.join(sorted(known))}.")
 
 
-def _first_doc_line(text: Optional[str]) -> str:
-    """The first sentence of a docstring's first paragraph (docstrings wrap mid-sentence)."""
-    if not text:
-        return ""
-    paragraph = " ".join(inspect.cleandoc(text).split("\n\n")[0].split())
-    end = re.search(r"[.!?](\s|$)", paragraph)
-    return paragraph[: end.start() + 1] if end else paragraph
+def _find_base(name: str) -> type:
+    bases = _bases()
+    return bases[_find_base_name(name, bases)]
 
 
 def _parameter_docs(constructor: Any, cls: type) -> Dict[str, str]:
@@ -137,8 +135,13 @@ def _show_default(value: Any) -> str:
 @debug_option
 def components(base: Optional[str], name: Optional[str], include_package: Tuple[str, ...]) -> None:
     """List registered components: every base, one base's names, or one component's config keys."""
+    from ipuflow.config.import_policy import plugin_modules
     from ipuflow.plugins import include_packages
 
+    if name is None and not include_package and not plugin_modules():
+        # Only ipuflow's own components can be named: list them from the index, importing none.
+        _list_from_index(base)
+        return
     include_packages(include_package)
     if base is None:
         for base_name, base_class in sorted(_bases().items()):
@@ -148,15 +151,15 @@ def components(base: Optional[str], name: Optional[str], include_package: Tuple[
     base_class = _find_base(base)
     if name is None:
         default = base_class.default_implementation  # type: ignore[attr-defined]
-        click.echo(f"{base_class.__name__}: {_first_doc_line(base_class.__doc__)}")
+        click.echo(f"{base_class.__name__}: {first_doc_line(base_class.__doc__)}")
         for registered in base_class.list_available():  # type: ignore[attr-defined]
             subclass, _ = base_class.resolve_class_name(registered)  # type: ignore[attr-defined]
             marker = " (default)" if registered == default else ""
-            click.echo(f"  {registered}{marker}: {_first_doc_line(subclass.__doc__)}")
+            click.echo(f"  {registered}{marker}: {first_doc_line(subclass.__doc__)}")
         return
     subclass, _ = base_class.resolve_class_name(name)  # type: ignore[attr-defined]
     click.echo(f"{base_class.__name__} {name!r} ({subclass.__module__}.{subclass.__qualname__})")
-    summary = _first_doc_line(subclass.__doc__)
+    summary = first_doc_line(subclass.__doc__)
     if summary:
         click.echo(f"  {summary}")
     rows = describe_component(base_class, name)
@@ -170,3 +173,19 @@ def components(base: Optional[str], name: Optional[str], include_package: Tuple[
         click.echo("  (none)")
     if injected:
         click.echo("injected by ipuflow (not config keys): " + ", ".join(row["key"] for row in injected))
+
+
+def _list_from_index(base: Optional[str]) -> None:
+    """Every base with its names, or one base's names with their summaries, as the registry would
+    list them, read from the static index (ipuflow/commands/component_index.py)."""
+    index = load_index()
+    if base is None:
+        for base_name, entry in index.items():
+            click.echo(f"{base_name}: {', '.join(registered for registered, _, _ in entry['names'])}")
+        return
+    base_name = _find_base_name(base, index)
+    entry = index[base_name]
+    click.echo(f"{base_name}: {entry['summary']}")
+    for registered, _, summary in entry["names"]:
+        marker = " (default)" if registered == entry["default"] else ""
+        click.echo(f"  {registered}{marker}: {summary}")

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Mapping, Optional
 
 from ipuflow.config import ConfigurationError
+from ipuflow.data.columnar.cache_location import CACHE_DIR_ENV, default_cache_directory
 from ipuflow.data.columnar.dataset import ColumnarDataset
 from ipuflow.data.columnar.entry_lock import exclusive
 from ipuflow.storage.failures import is_storage_failure, storage_failure
@@ -31,20 +32,10 @@ from ipuflow.data.columnar.pruning import PARTIAL, mark_used, max_cache_size, pr
 
 logger = logging.getLogger(__name__)
 
-CACHE_DIR_ENV = "IPUFLOW_DATA_CACHE_DIR"
-"""Environment variable: the cache directory (wins over `dataset_reader.cache_directory`)."""
 NO_CACHE_ENV = "IPUFLOW_NO_DATA_CACHE"
 """Environment variable: set to 1 (as `ipuflow train --no-cache` does) to build every dataset afresh."""
 HASHED_BYTES = 1 << 20
 """How much of a data file's head and of its tail is hashed into its identity."""
-
-
-def default_cache_directory() -> Path:
-    """`$IPUFLOW_DATA_CACHE_DIR`, else `$XDG_CACHE_HOME/ipuflow/data` (`~/.cache/ipuflow/data`)."""
-    if os.environ.get(CACHE_DIR_ENV):
-        return Path(os.environ[CACHE_DIR_ENV]).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "ipuflow" / "data"
 
 
 @dataclass

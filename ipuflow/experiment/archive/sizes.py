@@ -104,17 +104,17 @@ def check_vocabulary_size(vocabulary: Path, shapes: Dict[str, Tuple[int, ...]], 
 
 def check_model_shapes(build: Callable[[], Any], shapes: Dict[str, Tuple[int, ...]], source: str,
                        strict: bool = True) -> None:
-    """Build the model with `build` on the meta device (no memory) and refuse the config if a
+    """Build the model with `build` on the meta device (no memory, no random initialisation) and refuse the config if a
     parameter or buffer's shape differs from the weights' or the weights lack it. A model that
     cannot be built on the meta device is refused if `strict` (an archive's), else left to the real
     build (a run directory's, which may name pretrained weights of this machine to start from)."""
-    import torch
+    from ipuflow.experiment.archive.meta_build import building_on_meta
 
     config_log = logging.getLogger("ipuflow.config")
     level = config_log.level
     config_log.setLevel(logging.WARNING)  # the real build logs the config's values; once is enough
     try:
-        with torch.device("meta"):
+        with building_on_meta():
             model = build()
     except ConfigurationError:
         raise
