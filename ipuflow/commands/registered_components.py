@@ -177,10 +177,11 @@ INDEX: Dict[str, Dict[str, Any]] = {'BatchCallback': {'module': 'ipuflow.trainin
                       'Extractive QA without a pretrained transformer: token embeddings (`num_embeddings` ids, e.g.'],
                      ['huggingface',
                       'ipuflow.models.huggingface.model',
-                      'A `transformers` model for a `task` (`token_classification`, `sequence_classification`), built '
-                      "by that task's `AutoModelFor<Task>` and returning ipuflow's outputs (`loss`, `logits`, "
-                      '`predictions`), so that every executor, metric, archive, `evaluate`, `predict` and '
-                      '`export-pretrained` works with it.'],
+                      'A `transformers` model for a `task` (a registered `HuggingfaceTask`: `sequence_classification`, '
+                      '`token_classification`, `question_answering`; docs/huggingface.md lists them), built by that '
+                      "task's `AutoModelFor<Task>` and returning ipuflow's outputs (`loss`, `logits`, `predictions`), "
+                      'so that every executor, metric, archive, `evaluate`, `predict` and `export-pretrained` works '
+                      'with it.'],
                      ['transformer_classifier',
                       'ipuflow.models.transformer_classifier',
                       '`AutoModelForSequenceClassification` over `tokens` (ids from a `pretrained_transformer` '
