@@ -15,6 +15,7 @@ INJECTED_ARGUMENTS: Dict[str, Tuple[str, ...]] = {
     "StepExecutor": ("model", "optimizer", "training"),
     "MovingAverage": ("parameters",),
     "Predictor": ("model", "dataset_reader"),
+    "DataLoader": ("batch_transform",),
 }
 
 

@@ -127,13 +127,16 @@ def build_vocabulary(vocabulary: Lazy[Vocabulary], datasets: Dict[str, Any], dat
 
 
 def build_loaders(data_loader: Lazy[DataLoader], validation_data_loader: Optional[Lazy[DataLoader]],
-                  indexed: Dict[str, Any]) -> Tuple[DataLoader, Optional[DataLoader], Optional[DataLoader]]:
+                  indexed: Dict[str, Any], readers: Tuple[DatasetReader, DatasetReader]
+                  ) -> Tuple[DataLoader, Optional[DataLoader], Optional[DataLoader]]:
     """The training loader, and the validation and test loaders (None without their data), which
-    follow `validation_data_loader`'s config, else `data_loader`'s."""
-    train_loader = data_loader.construct(instances=indexed["train"])
+    follow `validation_data_loader`'s config, else `data_loader`'s; each with its reader's batch
+    transform (`readers`: the training data's and the others')."""
+    train_loader = data_loader.construct(instances=indexed["train"], batch_transform=readers[0].batch_transform())
     evaluation_config = (validation_data_loader or data_loader).params
-    validation_loader = evaluation_loader(evaluation_config, indexed["validation"]) if "validation" in indexed else None
-    test_loader = evaluation_loader(evaluation_config, indexed["test"]) if "test" in indexed else None
+    loaders = {name: evaluation_loader(evaluation_config, indexed[name], batch_transform=readers[1].batch_transform())
+               for name in ("validation", "test") if name in indexed}
+    validation_loader, test_loader = loaders.get("validation"), loaders.get("test")
     return train_loader, validation_loader, test_loader
 
 
@@ -234,7 +237,8 @@ class TrainModel(Registrable):
         refuse_unseen_labels(datasets, paths, vocab)
         built_model = model.construct(vocab=vocab, serialization_dir=serialization_dir)
         indexed = {name: dataset.indexed(vocab) for name, dataset in datasets.items()}
-        train_loader, validation_loader, test_loader = build_loaders(data_loader, validation_data_loader, indexed)
+        train_loader, validation_loader, test_loader = build_loaders(
+            data_loader, validation_data_loader, indexed, (dataset_reader, validation_dataset_reader or dataset_reader))
         built_postprocessor = postprocessor.construct(vocab=vocab) if postprocessor is not None else None
         examples = None if built_postprocessor is None or "validation" not in datasets else ExampleScoring(
             built_postprocessor, datasets["validation"].instances(), built_model)
