@@ -14,7 +14,7 @@ local reader(blocks) = {
   max_instances: blocks,
 };
 {
-  dataset_reader: reader(320),
+  dataset_reader: reader(480),
   validation_dataset_reader: reader(64),
   train_data_path: "data/bbc_headlines/train.jsonl",
   validation_data_path: "data/bbc_headlines/validation.jsonl",
@@ -27,7 +27,10 @@ local reader(blocks) = {
   },
   data_loader: {batch_size: 8, shuffle: true},
   trainer: {
-    num_epochs: 2,
+    // One pass over 480 blocks (30,720 tokens), validated every 20 updates: a second pass over so little
+    // text overfits (validation perplexity rose again in a 2-epoch run).
+    num_epochs: 1,
+    validation_interval: 20,
     optimizer: {type: "adamw", lr: 2e-3, weight_decay: 0.01},
     learning_rate_scheduler: {type: "linear_with_warmup", warmup_steps: 8},
     grad_norm: 1.0,

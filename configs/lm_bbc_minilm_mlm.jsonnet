@@ -16,14 +16,15 @@ local reader(blocks) = {
   max_instances: blocks,
 };
 {
-  dataset_reader: reader(256),
+  dataset_reader: reader(320),
   validation_dataset_reader: reader(64),
   train_data_path: "data/bbc_headlines/train.jsonl",
   validation_data_path: "data/bbc_headlines/validation.jsonl",
   model: {type: "huggingface", task: "masked_lm", pretrained_model_name_or_path: minilm},
   data_loader: {batch_size: 8, shuffle: true},
   trainer: {
-    num_epochs: 2,
+    num_epochs: 1,
+    validation_interval: 10,  // and at the end: 40 updates in all
     optimizer: {type: "adamw", lr: 1e-4, weight_decay: 0.01},
     learning_rate_scheduler: {type: "linear_with_warmup", warmup_steps: 8},
     grad_norm: 1.0,

@@ -45,7 +45,8 @@ def tiny(config, data, executor="native"):
     overrides = {"train_data_path": str(data / "train.jsonl"), "validation_data_path": str(data / "validation.jsonl"),
                  "model": TINY_MODELS[config], **{f"dataset_reader.{key}": value for key, value in reader.items()},
                  **{f"validation_dataset_reader.{key}": value for key, value in reader.items()},
-                 "trainer.optimizer.lr": 0.01, "trainer.executor.type": executor}
+                 "trainer.optimizer.lr": 0.01, "trainer.executor.type": executor, "trainer.num_epochs": 2,
+                 "trainer.validation_interval": None}
     return ["-o", json.dumps(cleared), "-o", json.dumps(overrides)]
 
 
