@@ -25,7 +25,7 @@ local reader(blocks) = {
   trainer: {
     num_epochs: 1,
     validation_interval: 10,  // and at the end: 40 updates in all
-    optimizer: {type: "adamw", lr: 1e-4, weight_decay: 0.01},
+    optimizer: {type: "adamw", lr: 5e-4, weight_decay: 0.01},  // high for fine-tuning: the head starts fresh
     learning_rate_scheduler: {type: "linear_with_warmup", warmup_steps: 8},
     grad_norm: 1.0,
     validation_metric: "-perplexity",
