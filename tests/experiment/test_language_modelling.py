@@ -63,10 +63,11 @@ def test_training_lowers_validation_perplexity_and_evaluate_and_predict_work(con
     scores = json.loads(capsys.readouterr().out)
     assert scores["perplexity"] == pytest.approx(epochs[1]["validation_perplexity"], rel=1e-4)
     prompts = tmp_path / "prompts.jsonl"
-    prompts.write_text(json.dumps({"source": "the river is [MASK] the bridge."}) + "\n" + json.dumps({"source": "a market"}) + "\n")
+    long = " ".join(["the market is near the river."] * 5)  # more tokens than the model has positions
+    prompts.write_text("".join(json.dumps({"source": text}) + "\n" for text in ("the river is [MASK] the bridge.", "a market", long)))
     assert run(["predict", str(directory), str(prompts), "--silent", "--output-file", str(tmp_path / "out.jsonl")]) == 0
     predicted = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
-    assert [row["prompt"] for row in predicted] == ["the river is [MASK] the bridge.", "a market"]
+    assert [row["prompt"] for row in predicted] == ["the river is [MASK] the bridge.", "a market", long]
     if config == "lm_bbc_gpt2_from_scratch":
         assert all(row["continuation"] and row["text"].startswith(row["prompt"]) for row in predicted)
     else:

@@ -91,9 +91,17 @@ class CausalLanguageModellingTask(LanguageModellingTask):
         return token_losses(model_outputs.logits[:, :-1], labels, self.label_smoothing)
 
     def generate(self, transformer: Any, batch: Mapping[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
-        """`generated`: up to `max_new_tokens` ids continuing each prompt, greedily."""
+        """`generated`: up to `max_new_tokens` ids continuing each prompt, greedily. A prompt is cut to
+        its last tokens where it and the new tokens would not fit the model's positions."""
         ids, mask = left_aligned(batch[PROMPT], batch[f"{PROMPT}_mask"].to(torch.bool))
         config = transformer.config
+        positions = getattr(config, "n_positions", None) or getattr(config, "max_position_embeddings", None)
+        if isinstance(positions, int):
+            room = positions - self.max_new_tokens
+            if room < 1:
+                raise ConfigurationError(key="task_options.max_new_tokens", found=self.max_new_tokens,
+                                         expected=f"fewer than the model's {positions} positions")
+            ids, mask = ids[:, -room:], mask[:, -room:]
         pad = config.pad_token_id if config.pad_token_id is not None else 0
         # Every knob that sizes the work is given here, over what the model's config (an archive's copy) says.
         # Rows the loader padded onto the batch axis attend to their last position (not to nothing, which is NaN).
