@@ -85,3 +85,21 @@ def test_each_lm_config_trains_on_the_poptorch_stand_in(config, text_data, tmp_p
     scores = tmp_path / "scores.json"
     ipuflow("evaluate", str(directory), str(text_data / "validation.jsonl"), "--output-file", str(scores), poptorch=True)
     assert json.loads(scores.read_text())["perplexity"] == pytest.approx(metrics["validation_perplexity"], rel=1e-4)
+
+
+def test_generation_inside_a_poptorch_executable_is_refused_saying_to_predict_natively(monkeypatch):
+    import types
+
+    import torch
+
+    from ipuflow.config import ConfigurationError, Params
+    from ipuflow.data.vocabulary import Vocabulary
+    from ipuflow.models.model import Model
+
+    model = Model.from_params(Params({**TINY_MODELS["lm_bbc_gpt2_from_scratch"]}), vocab=Vocabulary())
+    model.eval()
+    batch = {"prompt": torch.tensor([[101, 1996, 2314]]), "prompt_mask": torch.ones(1, 3, dtype=torch.bool)}
+    assert model(**batch)["generated"].shape == (1, 4)
+    monkeypatch.setitem(__import__("sys").modules, "poptorch", types.SimpleNamespace(isRunningOnIpu=lambda: True))
+    with pytest.raises(ConfigurationError, match="host-driven loop.*predict on the native executor"):
+        model(**batch)

@@ -10,6 +10,7 @@ import torch
 from ipuflow.config import ConfigurationError, validators
 from ipuflow.data.collate import IGNORE_LABEL
 from ipuflow.data.vocabulary import Vocabulary
+from ipuflow.execution.ipu_ops import running_on_ipu
 from ipuflow.metrics import Metric, Perplexity
 from ipuflow.models.huggingface.task import HuggingfaceTask, attention_mask
 
@@ -93,6 +94,12 @@ class CausalLanguageModellingTask(LanguageModellingTask):
     def generate(self, transformer: Any, batch: Mapping[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
         """`generated`: up to `max_new_tokens` ids continuing each prompt, greedily. A prompt is cut to
         its last tokens where it and the new tokens would not fit the model's positions."""
+        if running_on_ipu():
+            # generate() is a loop whose length depends on the values it computes: no static graph holds it.
+            raise ConfigurationError(
+                "causal_lm predict generates with transformers' generate(), a host-driven loop that the poptorch "
+                "executor cannot compile; predict on the native executor: -o '{\"trainer.executor\": {\"type\": "
+                "\"native\"}}'.", key="task")
         ids, mask = left_aligned(batch[PROMPT], batch[f"{PROMPT}_mask"].to(torch.bool))
         config = transformer.config
         positions = getattr(config, "n_positions", None) or getattr(config, "max_position_embeddings", None)
