@@ -64,7 +64,8 @@ def _evaluate(archive: Any, input_paths: List[str], batch_size: Optional[int], d
         dataset = archive.validation_dataset_reader.read_columnar(path, metadata=postprocessor is not None)
         if not len(dataset):
             raise ConfigurationError(f"{path} holds no instances: there is nothing to evaluate.")
-        loader = loader_from_config(config, dataset.indexed(archive.vocab), batch_size)
+        loader = loader_from_config(config, dataset.indexed(archive.vocab), batch_size,
+                                    archive.validation_dataset_reader.batch_transform())
         executor.prepare(loader)
         if postprocessor is not None:
             examples = ExampleScoring(postprocessor, dataset.instances(), model)

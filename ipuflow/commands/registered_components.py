@@ -57,7 +57,14 @@ INDEX: Dict[str, Dict[str, Any]] = {'BatchCallback': {'module': 'ipuflow.trainin
                              ['seq2seq',
                               'ipuflow.data.readers.seq2seq',
                               'Reads JSON lines holding a source text (`source_key`) and, for training and scoring, a '
-                              'target text (`target_key`), for sequence-to-sequence models.']]},
+                              'target text (`target_key`), for sequence-to-sequence models.'],
+                             ['language_modeling',
+                              'ipuflow.data.readers.language_modeling',
+                              'Reads text for causal or masked language modelling: every text of the file is tokenized '
+                              "whole (with the tokenizer's special tokens, which mark where texts meet), the ids of "
+                              'all texts are concatenated in file order and cut into blocks of `block_size` ids; the '
+                              "remainder shorter than a block is dropped (as transformers' run_clm and run_mlm "
+                              '`group_texts`).']]},
  'HuggingfaceTask': {'module': 'ipuflow.models.huggingface.task',
                      'summary': 'The part of the `huggingface` model that depends on its task, registered by the '
                                 "task's name (`token_classification`, `sequence_classification`): which `transformers` "
@@ -77,7 +84,17 @@ INDEX: Dict[str, Dict[str, Any]] = {'BatchCallback': {'module': 'ipuflow.trainin
                                 'Windows of a question and a context (`tokens`, with `type_ids`: question 0, context '
                                 '1) to `start_logits` and `end_logits` per token (padding masked) and, given '
                                 '`span_start` and `span_end`, the mean of the start and end cross-entropies as '
-                                '`loss`.']]},
+                                '`loss`.'],
+                               ['causal_lm',
+                                'ipuflow.models.huggingface.language_modelling',
+                                'Each token of a block predicts the next one (`AutoModelForCausalLM`): outputs `loss` '
+                                'and the per-row token losses that `perplexity` reads.'],
+                               ['masked_lm',
+                                'ipuflow.models.huggingface.language_modelling',
+                                'Predicts the tokens the data loader masked (`AutoModelForMaskedLM`; the '
+                                "`language_modeling` reader's `mlm_probability` adds `lm_labels`): outputs `loss` and "
+                                'the per-row token losses that `perplexity` reads (over the masked tokens, as '
+                                "run_mlm's)."]]},
  'LearningRateScheduler': {'module': 'ipuflow.training.optim.lr_schedulers.learning_rate_scheduler',
                            'summary': "A schedule for the optimizer's ``lr``; `optimizer`, `num_epochs`, "
                                       '`num_steps_per_epoch` (counted in optimizer updates) and `max_steps` are '
@@ -155,6 +172,11 @@ INDEX: Dict[str, Dict[str, Any]] = {'BatchCallback': {'module': 'ipuflow.trainin
                       ['mean_absolute_error',
                        'ipuflow.metrics.mean_absolute_error',
                        'The mean of |prediction - gold| over the unmasked values.'],
+                      ['perplexity',
+                       'ipuflow.metrics.perplexity',
+                       'exp of the mean loss per predicted token, over every token of every batch (not a mean of '
+                       "per-batch perplexities): called with each row's summed token loss (`predictions`) and its "
+                       'number of predicted tokens (`gold`).'],
                       ['span_f1',
                        'ipuflow.metrics.span_f1',
                        'Entity spans found exactly: a predicted entity counts only if a gold entity has the same type, '
@@ -178,10 +200,10 @@ INDEX: Dict[str, Dict[str, Any]] = {'BatchCallback': {'module': 'ipuflow.trainin
                      ['huggingface',
                       'ipuflow.models.huggingface.model',
                       'A `transformers` model for a `task` (a registered `HuggingfaceTask`: `sequence_classification`, '
-                      '`token_classification`, `question_answering`; docs/huggingface.md lists them), built by that '
-                      "task's `AutoModelFor<Task>` and returning ipuflow's outputs (`loss`, `logits`, `predictions`), "
-                      'so that every executor, metric, archive, `evaluate`, `predict` and `export-pretrained` works '
-                      'with it.'],
+                      '`token_classification`, `question_answering`, `causal_lm`, `masked_lm`; docs/huggingface.md '
+                      "lists them), built by that task's `AutoModelFor<Task>` and returning ipuflow's outputs (`loss`, "
+                      '`logits`, `predictions`), so that every executor, metric, archive, `evaluate`, `predict` and '
+                      '`export-pretrained` works with it.'],
                      ['transformer_classifier',
                       'ipuflow.models.transformer_classifier',
                       '`AutoModelForSequenceClassification` over `tokens` (ids from a `pretrained_transformer` '
@@ -259,6 +281,9 @@ INDEX: Dict[str, Dict[str, Any]] = {'BatchCallback': {'module': 'ipuflow.trainin
                           'ipuflow.predictors.classifier',
                           'Predicts a label: ``{"label": ..., "probs": {label: p, ...}, "top_k": [[label, p], '
                           '...]}``.'],
+                         ['language_model',
+                          'ipuflow.predictors.language_model',
+                          'Takes `{"text": ...}` (the reader\'s `text_key`).'],
                          ['question_answering',
                           'ipuflow.predictors.question_answering',
                           'Predicts the answer to `{"question": ..., "context": ..., "id": optional}`: with the '

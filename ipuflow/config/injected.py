@@ -16,6 +16,7 @@ INJECTED_ARGUMENTS: Dict[str, Tuple[str, ...]] = {
     "PoptorchExecutor": ("compile_only",),
     "MovingAverage": ("parameters",),
     "Predictor": ("model", "dataset_reader"),
+    "DataLoader": ("batch_transform",),
 }
 
 

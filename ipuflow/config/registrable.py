@@ -57,7 +57,8 @@ class Registrable(FromParams):
                 logger.info("%s: %r now names %s instead of %s", cls.__name__, name, subclass.__name__, existing.__name__)
             if constructor is not None and not callable(getattr(subclass, constructor, None)):
                 raise ConfigurationError(f"{subclass.__name__} has no method {constructor!r} to register as a constructor.")
-            registry[name] = (subclass, constructor)
+            adopted = cls.adopt(subclass) if not issubclass(subclass, cls) else None
+            registry[name] = (adopted or subclass, constructor)
             return subclass
 
         return add_to_registry
@@ -119,12 +120,20 @@ class Registrable(FromParams):
                 f"{name!r} looks like a path to a class, but module {module_name!r} has no {class_name!r}."
             )
         found = getattr(module, class_name)
+        if isinstance(found, type) and not issubclass(found, cls):
+            found = cls.adopt(found) or found
         if not (isinstance(found, type) and issubclass(found, cls)):
             raise ConfigurationError(
                 f"{name!r} cannot be used as a {cls.__name__}: it names {_describe_object(found)}, and a "
                 f"dotted type must name a subclass of {cls.__name__}."
             )
         return found
+
+    @classmethod
+    def adopt(cls, foreign: type) -> Optional[type]:
+        """A subclass of this base made from `foreign`, a class that is not one, where the base can
+        take such classes as they are (`Model` takes a plain `torch.nn.Module`); None otherwise."""
+        return None
 
     @classmethod
     def by_name(cls: Type[T], name: str) -> Callable[..., T]:

@@ -10,12 +10,15 @@ from __future__ import annotations
 import itertools
 import numbers
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence
 
 import numpy
 import torch
 
 from ipuflow.config import ConfigurationError
+
+if TYPE_CHECKING:  # a runtime import would be circular: the masking reads IGNORE_LABEL here
+    from ipuflow.data.batch_transforms import BatchTransform
 
 IGNORE_LABEL = -100
 """Label value of rows that the loader padded onto the batch axis: loss and metrics skip them
@@ -150,11 +153,15 @@ class Collator:
       longest list (the largest bucket truncates), or, with neither, to the longest list in the data set;
     * `padding` "longest": to the batch's longest list rounded up to a multiple of `pad_to_multiple_of`
       (so few distinct shapes arise), truncated at `max_length` (or the largest bucket).
+
+    A `transform` (masking for masked language modelling) then changes each batch, drawing from the
+    random stream the caller names.
     """
 
     def __init__(self, fields: List[PackedField], max_length: Optional[int], length_buckets: Optional[List[int]],
-                 padding: str = "fixed", pad_to_multiple_of: int = 1) -> None:
+                 padding: str = "fixed", pad_to_multiple_of: int = 1, transform: Optional["BatchTransform"] = None) -> None:
         self.fields = fields
+        self.transform = transform
         self.max_length = max_length
         self.length_buckets = sorted(length_buckets) if length_buckets else None
         self.padding = padding
@@ -202,13 +209,18 @@ class Collator:
             return [{name: self.max_length or self._dataset_longest[name] for name in sequences}]
         return [dict(zip(sequences, lengths)) for lengths in itertools.product(self.length_buckets, repeat=len(sequences))]
 
-    def __call__(self, indices: numpy.ndarray, rows: int, lengths: Optional[Dict[str, int]] = None) -> Dict[str, torch.Tensor]:
+    def __call__(self, indices: numpy.ndarray, rows: int, lengths: Optional[Dict[str, int]] = None,
+                 stream: Sequence[int] = (0,)) -> Dict[str, torch.Tensor]:
         """The batch of instances `indices`, padded on the batch axis to `rows` rows.
 
         Padding rows are zeros (masks False) with int scalar fields set to `IGNORE_LABEL`, so
         models leave them out of the loss and metrics. `lengths` forces the padded length of token-id
-        fields (for compiling an executor for every shape).
+        fields (for compiling an executor for every shape). `stream` keys the transform's random draws.
         """
+        batch = self._gathered(indices, rows, lengths)
+        return batch if self.transform is None else self.transform(batch, stream)
+
+    def _gathered(self, indices: numpy.ndarray, rows: int, lengths: Optional[Dict[str, int]]) -> Dict[str, torch.Tensor]:
         batch: Dict[str, torch.Tensor] = {}
         real = len(indices)
         for field in self.fields:

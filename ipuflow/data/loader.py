@@ -14,6 +14,7 @@ import torch
 
 from ipuflow.config import ConfigurationError, Registrable
 from ipuflow.config import validators
+from ipuflow.data.batch_transforms import BatchTransform
 from ipuflow.data.collate import DEFAULT_LENGTH_MULTIPLE, INT_SEQUENCE, PADDINGS, Collator, pack_fields
 from ipuflow.data.length_grouping import LENGTH_GROUPINGS, grouped_order
 from ipuflow.distributed.replicas import replica_positions
@@ -21,6 +22,8 @@ from ipuflow.distributed.replicas import replica_positions
 logger = logging.getLogger(__name__)
 
 Batch = Dict[str, torch.Tensor]
+Stream = Tuple[int, ...]
+"""The key of a batch's random stream for a batch transform: (seed, epoch, replica, position)."""
 
 
 RUN_BATCHES = 8
@@ -29,7 +32,7 @@ RUN_BYTES = 1 << 20
 
 
 def _collated_in_runs(collator: Collator, batches: List[numpy.ndarray], rows: int, padded: bool,
-                      lengths: List[Optional[Dict[str, int]]]) -> Iterator[Batch]:
+                      lengths: List[Optional[Dict[str, int]]], streams: List[Stream]) -> Iterator[Batch]:
     """The batches, collated a run of small ones at a time.
 
     Between two training steps the collator's code and data have left the CPU's caches: a batch of
@@ -39,7 +42,7 @@ def _collated_in_runs(collator: Collator, batches: List[numpy.ndarray], rows: in
     batches before it are still trained on first.
     """
     def collate(index: int) -> Batch:
-        return collator(batches[index], rows if padded else len(batches[index]), lengths[index])
+        return collator(batches[index], rows if padded else len(batches[index]), lengths[index], streams[index])
 
     position, count = 0, len(batches)
     while position < count:
@@ -173,17 +176,19 @@ class _CombinedBatches(torch.utils.data.Dataset):
     """One epoch's combined batches as a dataset, so torch's worker processes can collate them."""
 
     def __init__(self, collator: Collator, batches: List[numpy.ndarray], rows: int,
-                 lengths: Optional[List[Optional[Dict[str, int]]]] = None) -> None:
+                 lengths: Optional[List[Optional[Dict[str, int]]]], streams: List[Stream]) -> None:
         self.collator = collator
         self.batches = batches
         self.rows = rows
         self.lengths = lengths
+        self.streams = streams
 
     def __len__(self) -> int:
         return len(self.batches)
 
     def __getitem__(self, index: int) -> Batch:
-        return self.collator(self.batches[index], self.rows, None if self.lengths is None else self.lengths[index])
+        lengths = None if self.lengths is None else self.lengths[index]
+        return self.collator(self.batches[index], self.rows, lengths, self.streams[index])
 
 
 @DataLoader.register("fixed_shape")
@@ -212,6 +217,9 @@ class FixedShapeDataLoader(DataLoader):
     * with `drop_last: false` and no padding the short last batch is yielded (after a warning) and a
       compiled executor rejects it;
     * `num_workers`: collate in that many worker processes.
+
+    A dataset reader may give a `batch_transform` (masking for masked language modelling), applied
+    to every collated batch with a random stream keyed by (`seed`, epoch, replica, batch position).
     """
 
     def __init__(
@@ -230,6 +238,7 @@ class FixedShapeDataLoader(DataLoader):
         padding_noise: float = 0.1,
         num_workers: int = 0,
         seed: int = 0,
+        batch_transform: Optional[BatchTransform] = None,
     ) -> None:
         """padding: auto (what the executor needs), longest (each batch to its own longest list) or fixed.
         pad_to_multiple_of: under longest padding, round each batch's length up to a multiple of this (default: the executor's).
@@ -258,7 +267,8 @@ class FixedShapeDataLoader(DataLoader):
         self.padding_noise = padding_noise
         self._size = len(instances)
         self._collator = Collator(pack_fields(instances), max_length, list(length_buckets) if length_buckets else None,
-                                  "longest" if padding == "longest" else "fixed", pad_to_multiple_of or DEFAULT_LENGTH_MULTIPLE)
+                                  "longest" if padding == "longest" else "fixed", pad_to_multiple_of or DEFAULT_LENGTH_MULTIPLE,
+                                  batch_transform)
         self.pad_to_multiple_of = pad_to_multiple_of
         self.sorting_keys = self._sorting_keys(sorting_keys)
         self._shapes_reason: Optional[str] = None
@@ -360,7 +370,7 @@ class FixedShapeDataLoader(DataLoader):
         other._size = len(instances)
         collator = self._collator
         other._collator = Collator(pack_fields(instances), collator.max_length, collator.length_buckets,
-                                   collator.padding, collator.pad_to_multiple_of)
+                                   collator.padding, collator.pad_to_multiple_of, collator.transform)
         other._warned_short_batch = False
         return other
 
@@ -485,22 +495,24 @@ class FixedShapeDataLoader(DataLoader):
         if self._replicas > 1:
             batches = [self._replica_rows(indices, rows)[0] for indices in batches]
             rows //= self._replicas
+        streams: List[Stream] = [(self.seed, self._epoch, self._replica, start + index) for index in range(len(batches))]
         if self.num_workers == 0:
-            yield from _collated_in_runs(self._collator, batches, rows, padded, lengths)
+            yield from _collated_in_runs(self._collator, batches, rows, padded, lengths, streams)
             return
         if not padded and batches and len(batches[-1]) < rows:
             # A short last batch is collated to its own size; only the padded case fills rows.
             short = batches.pop()
-            yield from self._worker_batches(batches, rows, lengths)
-            yield self._collator(short, len(short))
+            yield from self._worker_batches(batches, rows, lengths, streams)
+            yield self._collator(short, len(short), None, streams[-1])
             return
-        yield from self._worker_batches(batches, rows, lengths)
+        yield from self._worker_batches(batches, rows, lengths, streams)
 
-    def _worker_batches(self, batches: List[numpy.ndarray], rows: int, lengths: List[Optional[Dict[str, int]]]) -> Iterator[Batch]:
+    def _worker_batches(self, batches: List[numpy.ndarray], rows: int, lengths: List[Optional[Dict[str, int]]],
+                        streams: List[Stream]) -> Iterator[Batch]:
         if not batches:
             return
         loader = torch.utils.data.DataLoader(
-            _CombinedBatches(self._collator, batches, rows, lengths if self._replicas > 1 else None),
+            _CombinedBatches(self._collator, batches, rows, lengths if self._replicas > 1 else None, streams),
             batch_size=None,
             shuffle=False,
             num_workers=self.num_workers,

@@ -88,10 +88,10 @@ def micro_batch_size_from_config(config: Params, batch_size: Optional[int] = Non
 
 
 def evaluation_loader(loader_params: Params, instances: Sequence[Mapping[str, Any]],
-                      batch_size: Optional[int] = None) -> "DataLoader":
+                      batch_size: Optional[int] = None, batch_transform: Any = None) -> "DataLoader":
     """A loader for scoring or predicting `instances` from a loader config: in order, and padding the
     last combined batch instead of dropping it, so that every instance gets an output.
-    `batch_size` replaces the micro-batch size."""
+    `batch_size` replaces the micro-batch size; `batch_transform` is the reader's (masking)."""
     from ipuflow.data.loader import DataLoader
 
     params = loader_params.duplicate()
@@ -101,11 +101,12 @@ def evaluation_loader(loader_params: Params, instances: Sequence[Mapping[str, An
         params["batch_size"] = batch_size
     # A columnar dataset is handed over as it is: listing it would build every instance.
     packed = callable(getattr(instances, "packed_fields", None))
-    return DataLoader.from_params(params, instances=instances if packed else list(instances))
+    return DataLoader.from_params(params, instances=instances if packed else list(instances),
+                                  batch_transform=batch_transform)
 
 
 def loader_from_config(config: Params, instances: Sequence[Mapping[str, Any]],
-                       batch_size: Optional[int] = None) -> "DataLoader":
+                       batch_size: Optional[int] = None, batch_transform: Any = None) -> "DataLoader":
     """An evaluation loader over `instances` from the config's `validation_data_loader` (or
-    `data_loader`) block."""
-    return evaluation_loader(_loader_block(config), instances, batch_size)
+    `data_loader`) block, with the reader's `batch_transform` (masking), if any."""
+    return evaluation_loader(_loader_block(config), instances, batch_size, batch_transform)

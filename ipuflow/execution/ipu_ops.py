@@ -28,6 +28,14 @@ def _poptorch() -> Optional[ModuleType]:
     return sys.modules.get("poptorch")
 
 
+def running_on_ipu() -> bool:
+    """Whether this runs inside a poptorch executable (as it is traced for the IPU): poptorch's
+    `isRunningOnIpu()`; False on the native backends."""
+    poptorch = _poptorch()
+    running = getattr(poptorch, "isRunningOnIpu", None)
+    return bool(running()) if callable(running) else False
+
+
 def identity_loss(x: torch.Tensor, reduction: str) -> torch.Tensor:
     """Mark `x` as the model's loss, reduced by `reduction` (``"sum"``, ``"mean"`` or ``"none"``)."""
     if reduction not in _REDUCTIONS:

@@ -367,7 +367,7 @@ class NativeExecutor(StepExecutor):
         with torch.set_grad_enabled(self.training), self._autocast():
             outputs = self._forward(**micro_batch)
         if self.training:
-            loss = find_loss(outputs, training=True)
+            loss = find_loss(outputs, training=True, model=self._model)
             assert loss is not None  # find_loss raises in training when the model returns no loss
             loss.backward()
 
@@ -430,7 +430,7 @@ class NativeExecutor(StepExecutor):
                     with reduction(), streams.drawing_for(replica) if streams is not None else _OWN_STREAM:
                         with autocast():
                             outputs = forward(**micro_batch)
-                        loss = find_loss(outputs, training=True)
+                        loss = find_loss(outputs, training=True, model=self._model)
                         scaler.backward(loss)  # type: ignore[arg-type]  # find_loss raises in training if there is none
                     collector.add(step, replica, outputs, loss)
                     if hooks is not None and index in self._substep_ends:
@@ -458,7 +458,7 @@ class NativeExecutor(StepExecutor):
         for step, replica, micro_batch in self._micro_batches(batch):
             with autocast():
                 outputs = forward(**micro_batch)
-            collector.add(step, replica, outputs, find_loss(outputs, training=False))
+            collector.add(step, replica, outputs, find_loss(outputs, training=False, model=self._model))
         if getattr(self._model, SHARDED_MARK, False):
             # FSDP keeps the root's gathered parameters after a forward without backward; shard them
             # again, so the model's parameters are the ones the optimizer holds.

@@ -28,7 +28,7 @@ from ipuflow.execution.optimum_ipu_config import ipu_config_applied
 from ipuflow.execution.pipeline_layout import layout_blocks
 from ipuflow.execution.pipeline_trace import PlacementTrace, check_pipeline_accumulation
 from ipuflow.execution.rng import get_rng_states, set_rng_states
-from ipuflow.execution.step_outputs import find_loss
+from ipuflow.execution.step_outputs import find_loss, refuse_outputs
 
 LAMB_MAX_WEIGHT_NORM = 65500.0
 """poptorch's LAMB `max_weight_norm` when none is given (fp16's largest value, python/optim.py)."""
@@ -526,7 +526,7 @@ class PoptorchExecutor(StepExecutor):
         with self._marking_loss:
             outputs = self._poplar(**batch)
         if not isinstance(outputs, dict):
-            raise TypeError(f"The model's forward must return a dict of tensors, got {type(outputs).__name__}.")
+            raise refuse_outputs(outputs, self._model)
         marked = self._loss_mark.key if self._loss_mark is not None else None
         loss = outputs.get(marked) if marked is not None else find_loss(outputs, training=False)
         mean_loss = None if loss is None else (loss if loss.dim() == 0 else loss.float().mean())
@@ -680,7 +680,7 @@ class _TrainingLossMark:
     def __call__(self, module: torch.nn.Module, inputs: Any, outputs: Any) -> Any:
         if not self._active:
             return None
-        loss = find_loss(outputs, training=True)
+        loss = find_loss(outputs, training=True, model=module)
         key = next(name for name, value in outputs.items() if value is loss)
         self.key = key
         return {**outputs, key: self._poptorch.identity_loss(loss, reduction="none")}

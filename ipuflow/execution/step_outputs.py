@@ -6,17 +6,32 @@ from typing import Any, Dict, List, Mapping, Optional
 
 import torch
 
+from ipuflow.config import ConfigurationError
 from ipuflow.execution.ipu_ops import IDENTITY_LOSS_ATTRIBUTE
 from ipuflow.execution.options import BatchingPlan
 
 
-def find_loss(outputs: Any, training: bool) -> Optional[torch.Tensor]:
+FORWARD_CONTRACT = (
+    "A model (a subclass of ipuflow.models.model.Model, or a plain torch.nn.Module) must return a dict of tensors "
+    "from forward, with a scalar 'loss' when the batch carries targets."
+)
+
+
+def refuse_outputs(outputs: Any, model: Optional[torch.nn.Module] = None) -> ConfigurationError:
+    """The error for a forward that returned something other than a dict of tensors."""
+    name = f"{type(model).__module__}.{type(model).__qualname__}" if model is not None else "the model"
+    return ConfigurationError(f"{name}.forward returned a {type(outputs).__name__}, not a dict of tensors. "
+                              f"{FORWARD_CONTRACT}", path="model")
+
+
+def find_loss(outputs: Any, training: bool, model: Optional[torch.nn.Module] = None) -> Optional[torch.Tensor]:
     """The model's loss: the output named ``loss``, else one marked by `ipu_ops.identity_loss`.
 
     In training the loss must exist and be a scalar; in inference it may be absent (no targets).
+    `model` names the model in the errors.
     """
     if not isinstance(outputs, Mapping):
-        raise TypeError(f"The model's forward must return a dict of tensors, got {type(outputs).__name__}.")
+        raise refuse_outputs(outputs, model)
     loss = outputs.get("loss")
     if loss is None:
         for value in outputs.values():
@@ -25,10 +40,10 @@ def find_loss(outputs: Any, training: bool) -> Optional[torch.Tensor]:
                 break
     if training:
         if loss is None:
-            raise ValueError(
+            raise ConfigurationError(
                 "The model returned no loss in training: executors need the model to compute its own "
                 f"loss, returned as an output named 'loss' (outputs were {sorted(outputs)}). Check that "
-                "the batch carries the targets."
+                f"the batch carries the targets. {FORWARD_CONTRACT}", path="model"
             )
         if loss.dim() != 0:
             raise ValueError(

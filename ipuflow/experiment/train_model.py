@@ -157,16 +157,31 @@ def build_vocabulary(vocabulary: Lazy[Vocabulary], datasets: Dict[str, Any], dat
     return vocab
 
 
+def check_run_before_reading(trainer: Dict[str, Any], model: Dict[str, Any], evaluate_on_test: bool,
+                             test_data_path: Optional[str]) -> None:
+    """Refuse, before any data is read, a run whose executor cannot run its optimizer or model, or
+    that asks for a test evaluation without test data."""
+    check_executor_runs_optimizer(trainer)
+    check_executor_runs_model(trainer, model)
+    if evaluate_on_test and test_data_path is None:
+        raise ConfigurationError("true needs a test_data_path.", key="evaluate_on_test")
+
+
 def build_loaders(data_loader: Lazy[DataLoader], validation_data_loader: Optional[Lazy[DataLoader]],
-                  indexed: Dict[str, Any]) -> Tuple[DataLoader, Any, Optional[DataLoader]]:
+                  indexed: Dict[str, Any], readers: Tuple[DatasetReader, DatasetReader]
+                  ) -> Tuple[DataLoader, Any, Optional[DataLoader]]:
     """The training loader, the validation loader (or {name: loader} for several sets; None without
     validation data) and the test loader (None without its data); the evaluation loaders follow
-    `validation_data_loader`'s config, else `data_loader`'s."""
-    train_loader = data_loader.construct(instances=indexed["train"])
+    `validation_data_loader`'s config, else `data_loader`'s, each with its reader's batch transform
+    (`readers`: the training data's and the others')."""
+    train_loader = data_loader.construct(instances=indexed["train"], batch_transform=readers[0].batch_transform())
     evaluation_config = (validation_data_loader or data_loader).params
-    validation = {set_name(name): evaluation_loader(evaluation_config, indexed[name])
-                  for name in validation_datasets(list(indexed))}
-    test_loader = evaluation_loader(evaluation_config, indexed["test"]) if "test" in indexed else None
+
+    def loader_for(name: str) -> DataLoader:
+        return evaluation_loader(evaluation_config, indexed[name], batch_transform=readers[1].batch_transform())
+
+    validation = {set_name(name): loader_for(name) for name in validation_datasets(list(indexed))}
+    test_loader = loader_for("test") if "test" in indexed else None
     return train_loader, validation.get("", validation or None), test_loader
 
 
@@ -270,10 +285,7 @@ class TrainModel(Registrable):
         """
         trainer = with_tracker_callbacks(trainer, report_to)
         seed_everything(random_seed, numpy_seed, pytorch_seed)
-        check_executor_runs_optimizer(trainer.params.as_dict())
-        check_executor_runs_model(trainer.params.as_dict(), model.params.as_dict())
-        if evaluate_on_test and test_data_path is None:
-            raise ConfigurationError("true needs a test_data_path.", key="evaluate_on_test")
+        check_run_before_reading(trainer.params.as_dict(), model.params.as_dict(), evaluate_on_test, test_data_path)
         paths = dataset_paths(train_data_path, validation_data_path, test_data_path)
         datasets = read_datasets(dataset_reader, validation_dataset_reader, paths, postprocessor is not None)
         vocab = build_vocabulary(vocabulary, datasets, datasets_for_vocab_creation,
@@ -281,7 +293,8 @@ class TrainModel(Registrable):
         refuse_unseen_labels(datasets, paths, vocab)
         built_model = model.construct(vocab=vocab, serialization_dir=serialization_dir)
         indexed = {name: dataset.indexed(vocab) for name, dataset in datasets.items()}
-        train_loader, validation_loader, test_loader = build_loaders(data_loader, validation_data_loader, indexed)
+        train_loader, validation_loader, test_loader = build_loaders(
+            data_loader, validation_data_loader, indexed, (dataset_reader, validation_dataset_reader or dataset_reader))
         built_postprocessor = postprocessor.construct(vocab=vocab) if postprocessor is not None else None
         examples = validation_examples(built_postprocessor, datasets, built_model)
         built_trainer = trainer.construct(model=built_model, serialization_dir=serialization_dir, data_loader=train_loader,

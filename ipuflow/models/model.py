@@ -14,6 +14,10 @@ if TYPE_CHECKING:
 
 __all__ = ["IGNORE_LABEL", "Model"]  # IGNORE_LABEL belongs to the data; models (and plugins) read it here too
 
+_ADOPTED: Dict[type, type] = {}
+"""Each plain torch module class used as a model → its `Model` subclass (one per class, so that
+every build of it is of the same type)."""
+
 
 class Model(torch.nn.Module, Registrable):
     """A registrable `torch.nn.Module` whose `forward(**batch)` returns a dict of tensors.
@@ -25,6 +29,22 @@ class Model(torch.nn.Module, Registrable):
 
     default_predictor: ClassVar[Optional[str]] = None
     """The name of the `Predictor` that `ipuflow predict` uses for this model by default."""
+
+    @classmethod
+    def adopt(cls, foreign: type) -> Optional[type]:
+        """For a plain `torch.nn.Module` class (a dotted `type`, or one registered under `Model`):
+        a subclass of it and `Model`, so it trains, evaluates and archives with the defaults of
+        `Model` for whatever it does not define itself (no metrics but the loss, no regularization,
+        outputs as lists). Its own constructor, forward and state dict are kept as they are."""
+        if not issubclass(foreign, torch.nn.Module) or not issubclass(cls, Model):
+            return None
+        adopted = _ADOPTED.get(foreign)
+        if adopted is None:
+            # Its own __init__ named on the new class, so that the config's keys are that constructor's.
+            members = {"__module__": foreign.__module__, "__qualname__": foreign.__qualname__, "__doc__": foreign.__doc__,
+                       "__init__": foreign.__init__}
+            adopted = _ADOPTED[foreign] = type(foreign.__name__, (foreign, Model), members)
+        return adopted
 
     def forward(self, **batch: torch.Tensor) -> Dict[str, torch.Tensor]:  # type: ignore[override]
         """The model's outputs for a batch; ``loss`` when the batch carries targets."""

@@ -80,7 +80,8 @@ class BatchPredictor:
     def _rows(self, indexed: Sequence[Mapping[str, Any]]) -> List[Dict[str, Any]]:
         """The human-readable outputs of each of `indexed`, in order."""
         if self._loader is None:
-            self._loader = loader_from_config(self.config, indexed, self.batch_size)
+            self._loader = loader_from_config(self.config, indexed, self.batch_size,
+                                              self.predictor.dataset_reader.batch_transform())
             self.executor.prepare(self._loader)  # later batches have these shapes too
             loader = self._loader
         else:

@@ -249,11 +249,11 @@ class _CountingCollator:
     def __init__(self, collator, failing_first_label=None):
         self.collator, self.failing_first_label, self.calls = collator, failing_first_label, 0
 
-    def __call__(self, indices, rows, lengths=None):
+    def __call__(self, indices, rows, lengths=None, stream=(0,)):
         if self.failing_first_label is not None and int(indices[0]) == self.failing_first_label:
             raise ValueError(f"cannot collate the batch starting at instance {self.failing_first_label}")
         self.calls += 1
-        return self.collator(indices, rows, lengths)
+        return self.collator(indices, rows, lengths, stream)
 
     def __getattr__(self, name):
         return getattr(self.collator, name)

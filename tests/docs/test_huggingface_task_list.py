@@ -18,3 +18,10 @@ def documented_tasks():
 def test_the_docs_list_every_registered_task_with_its_auto_class():
     registered = {name: HuggingfaceTask.by_name(name).auto_class for name in HuggingfaceTask.list_available()}
     assert documented_tasks() == registered
+
+
+def test_the_models_docstring_names_every_task():
+    from ipuflow.models.huggingface import HuggingfaceModel
+
+    for name in HuggingfaceTask.list_available():
+        assert f"`{name}`" in (HuggingfaceModel.__doc__ or ""), name

@@ -4,7 +4,7 @@ raise, every built-in device-side metric takes batches; only `get_metric` reads 
 import pytest
 import torch
 
-from ipuflow.metrics import CategoricalAccuracy, F1Measure, MeanAbsoluteError
+from ipuflow.metrics import CategoricalAccuracy, F1Measure, MeanAbsoluteError, Perplexity
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
@@ -13,7 +13,7 @@ def test_metrics_accumulate_on_cuda_without_a_host_sync():
     device = torch.device("cuda")
     generator = torch.Generator(device=device).manual_seed(0)
     metrics = [CategoricalAccuracy(), CategoricalAccuracy(top_k=3), F1Measure(average="macro"), F1Measure(average="none")]
-    mae = MeanAbsoluteError()
+    mae, perplexity = MeanAbsoluteError(), Perplexity()
     batches = []
     for _ in range(3):
         scores = torch.randn(4, 6, 5, device=device, generator=generator)
@@ -24,6 +24,7 @@ def test_metrics_accumulate_on_cuda_without_a_host_sync():
     for metric in metrics:
         metric(*batches[0][:2])
     mae(batches[0][0][..., 0], batches[0][0][..., 1])
+    perplexity(batches[0][0][..., 0].abs().sum(dim=1), batches[0][2].sum(dim=1))
     torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode("error")
     try:
@@ -31,9 +32,10 @@ def test_metrics_accumulate_on_cuda_without_a_host_sync():
             for metric in metrics:
                 metric(scores, gold, mask=mask)
             mae(scores[..., 0], scores[..., 1], mask=mask)
+            perplexity(scores[..., 0].abs().sum(dim=1), mask.sum(dim=1), mask=mask[:, 0])  # a language model's row sums
     finally:
         torch.cuda.set_sync_debug_mode("default")
-    for metric in [*metrics, mae]:
+    for metric in [*metrics, mae, perplexity]:
         assert all(0.0 <= value for value in metric.get_metric().values())
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Union
 
 from ipuflow.config import ConfigurationError, Registrable, validators
+from ipuflow.data.batch_transforms import BatchTransform
 from ipuflow.data.columnar import ColumnarBuilder, ColumnarDataset, DataCache, FieldBatch, cached_dataset, file_identity
 from ipuflow.data.columnar.builder import FORMAT_VERSION
 from ipuflow.data.columnar.fingerprint import object_fingerprint
@@ -131,6 +132,11 @@ class DatasetReader(Registrable):
             if not chunk:
                 return
             yield field_batches_from_instances(chunk, metadata)
+
+    def batch_transform(self) -> Optional[BatchTransform]:
+        """What the data loader does to every batch of this reader's data (the `language_modeling`
+        reader's masking for masked LM); None by default."""
+        return None
 
     def _read(self, path: Path) -> Iterator[Instance]:
         """The instances of the file at `path`, in order."""

@@ -44,6 +44,35 @@ class PretrainedTransformerTokenizer(Tokenizer):
         """The id the model expects for padding (the data loader pads with 0 and a mask instead)."""
         return self._tokenizer.pad_token_id
 
+    @property
+    def special_ids(self) -> List[int]:
+        """The ids of every special token ([CLS], [SEP], [PAD], ...)."""
+        return list(self._tokenizer.all_special_ids)
+
+    @property
+    def mask_token_id(self) -> Optional[int]:
+        """The id of the mask token ([MASK]) masked language models predict, if the tokenizer has one."""
+        return self._tokenizer.mask_token_id
+
+    @property
+    def vocab_size(self) -> int:
+        """How many ids the tokenizer gives (added tokens included)."""
+        return len(self._tokenizer)
+
+    def whole_texts(self, texts: Sequence[str]) -> List[List[int]]:
+        """The ids of each text, never truncated (for packing into blocks), from one batched call."""
+        # verbose=False: a text longer than the model's limit is expected here, not worth a warning.
+        return self._tokenizer(list(texts), add_special_tokens=self.add_special_tokens, truncation=False,
+                               return_attention_mask=False, return_token_type_ids=False, verbose=False)["input_ids"]
+
+    def convert_ids_to_tokens(self, ids: Sequence[int]) -> List[str]:
+        """The token of each id."""
+        return list(self._tokenizer.convert_ids_to_tokens(list(ids)))
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """The text of `ids`, special tokens left out."""
+        return str(self._tokenizer.decode(list(ids), skip_special_tokens=True)).strip()
+
     def _limit(self, max_length: Optional[int]) -> Optional[int]:
         limits = [limit for limit in (self.max_length, max_length) if limit is not None]
         return min(limits) if limits else None

@@ -64,10 +64,12 @@ MODELS: Dict[str, Keys] = {
     "span_extractor": Keys({"num_embeddings": Int(1, 2**24), "embedding_dim": DIM, "hidden_size": DIM,
                             "num_layers": LAYERS, "dropout": FRACTION}),
     "huggingface": Keys({
-        "task": Choice(("sequence_classification", "token_classification", "question_answering")),
+        "task": Choice(("sequence_classification", "token_classification", "question_answering", "causal_lm",
+                        "masked_lm")),
         "pretrained_model_name_or_path": PRETRAINED, "config": TRANSFORMERS_CONFIG,
         "from_pretrained_kwargs": Drop(), "freeze": Drop(noted=False), "label_smoothing": Number(0.0, 0.99),
-        "task_options": Keys({"label_subtokens": Choice(("first", "all"))}), **CLASSIFIER_KEYS}),
+        "task_options": Keys({"label_subtokens": Choice(("first", "all")), "max_new_tokens": Int(1, MAX_NEW_TOKENS)}),
+        **CLASSIFIER_KEYS}),
     "transformer_classifier": Keys({"model_name": PRETRAINED, "config": TRANSFORMERS_CONFIG, **CLASSIFIER_KEYS}),
     "seq2seq_generator": Keys({
         "pretrained_model_name_or_path": PRETRAINED, "encoder": PRETRAINED, "decoder": PRETRAINED,
@@ -88,6 +90,7 @@ COMPONENTS: Dict[str, Dict[str, Keys]] = {
         "categorical_accuracy": Keys({"top_k": Int(1, 1000), "num_classes": Int(1, 2**24, optional=True)}),
         "f1": Keys({"average": Text(32), "num_classes": Int(1, 2**24, optional=True), "label_namespace": NAME}),
         "mean_absolute_error": Keys({}),
+        "perplexity": Keys({}),
         "span_f1": Keys({"label_namespace": NAME, "scheme": Text(32),
                          "labels": ListOf(NAME, 10_000, optional=True)}),
     },
@@ -116,6 +119,8 @@ COMPONENTS: Dict[str, Dict[str, Keys]] = {
         "seq2seq": Keys({"tokenizer": TOKENIZER, "target_tokenizer": Component("tokenizer", optional=True),
                          "source_key": NAME, "target_key": NAME, "source_max_length": LENGTH,
                          "target_max_length": LENGTH, **READER_KEYS}),
+        "language_modeling": Keys({"tokenizer": TOKENIZER, "block_size": Int(1, 2**16), "text_key": OPTIONAL_NAME,
+                                   "mlm_probability": Number(0.0, 1.0, optional=True), **READER_KEYS}),
     },
     "data_loader": {
         "fixed_shape": Keys({"batch_size": Int(1, 2**16), "shuffle": boolean, "drop_last": boolean,

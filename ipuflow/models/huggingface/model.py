@@ -23,7 +23,7 @@ logger = logging.getLogger(__name__)
 @Model.register("huggingface")
 class HuggingfaceModel(TransformerPipelineLayout, MetricsModel):
     """A `transformers` model for a `task` (a registered `HuggingfaceTask`: `sequence_classification`,
-    `token_classification`, `question_answering`; docs/huggingface.md lists them),
+    `token_classification`, `question_answering`, `causal_lm`, `masked_lm`; docs/huggingface.md lists them),
     built by that task's `AutoModelFor<Task>` and returning ipuflow's outputs (`loss`, `logits`,
     `predictions`), so that every executor, metric, archive, `evaluate`, `predict` and
     `export-pretrained` works with it.
@@ -37,7 +37,8 @@ class HuggingfaceModel(TransformerPipelineLayout, MetricsModel):
     `freeze`: regexes of parameter names (as the transformers model names them, e.g.
     `"^bert\\.embeddings\\."`) not to train. `label_smoothing`: as Hugging Face's
     `label_smoothing_factor`. `task_options`: the task's own settings (`token_classification`:
-    `label_subtokens`, `"first"` or `"all"`). `metrics` replace the task's default metrics.
+    `label_subtokens`, `"first"` or `"all"`; `causal_lm`: `max_new_tokens` that `predict` generates).
+    `metrics` replace the task's default metrics.
     """
 
     def __init__(
@@ -88,6 +89,9 @@ class HuggingfaceModel(TransformerPipelineLayout, MetricsModel):
 
     def forward(self, **batch: torch.Tensor) -> Dict[str, torch.Tensor]:  # type: ignore[override]
         """The task's outputs for a batch (`loss` when it carries targets)."""
+        prompted = self.task.prompted_outputs(self.transformer, batch)
+        if prompted is not None:
+            return prompted
         model_outputs = self.transformer(**self.task.model_inputs(batch))
         return self.task.outputs(model_outputs, batch)
 

@@ -65,6 +65,11 @@ class HuggingfaceTask(Registrable):
         """ipuflow's outputs: `logits`, `predictions` and, when `batch` has targets, `loss`."""
         raise NotImplementedError
 
+    def prompted_outputs(self, transformer: Any, batch: Mapping[str, torch.Tensor]) -> Optional[Dict[str, torch.Tensor]]:
+        """The outputs for a batch of prompts to complete (`predict` of a language model), or None for
+        a batch that `model_inputs` and `outputs` handle (every batch, for most tasks)."""
+        return None
+
     def default_metrics(self) -> Dict[str, Metric]:
         """The metrics the model reports unless the config names others."""
         return {}
