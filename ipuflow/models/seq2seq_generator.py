@@ -3,11 +3,12 @@ by generating."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, ClassVar, Dict, Optional, Tuple
 
 import torch
 
 from ipuflow.config import ConfigurationError, validators
+from ipuflow.config.requirements import PackageRequirement, TRANSFORMERS
 from ipuflow.data.local_pretrained import import_transformers_offline, is_archived_copy, resolve_local_pretrained
 from ipuflow.data.vocabulary import Vocabulary
 from ipuflow.models.model import IGNORE_LABEL, Model
@@ -39,6 +40,8 @@ class Seq2SeqGenerator(Model):
     decoder's or the pretrained model's directory) decodes the generated ids into `generated_text`,
     which the `generation_scores` postprocessor scores with ROUGE.
     """
+
+    required_packages: ClassVar[Tuple[PackageRequirement, ...]] = (TRANSFORMERS,)
 
     default_predictor = "seq2seq"
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Union
+from typing import Any, ClassVar, Dict, List, Mapping, Optional, Tuple, Union
 
 import torch
 
 from ipuflow.config import ConfigurationError, Params, validators
+from ipuflow.config.requirements import PackageRequirement, TRANSFORMERS
 from ipuflow.data.vocabulary import Vocabulary
 from ipuflow.metrics import Metric
 from ipuflow.models.huggingface.loading import freeze_parameters, load_auto_model, model_from_config
@@ -37,6 +38,8 @@ class HuggingfaceModel(MetricsModel):
     `label_smoothing_factor`. `task_options`: the task's own settings (`token_classification`:
     `label_subtokens`, `"first"` or `"all"`). `metrics` replace the task's default metrics.
     """
+
+    required_packages: ClassVar[Tuple[PackageRequirement, ...]] = (TRANSFORMERS,)
 
     def __init__(
         self,
