@@ -14,7 +14,7 @@ value to the resolver.
 from __future__ import annotations
 
 import typing
-from typing import Any, Callable, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ipuflow.config.errors import ConfigurationError
 from ipuflow.config.from_params import (
@@ -23,7 +23,7 @@ from ipuflow.config.from_params import (
 from ipuflow.config.injected import injected_arguments
 from ipuflow.config.lazy import Lazy
 from ipuflow.config.params import Params
-from ipuflow.config.requirements import missing_package_error, missing_pretrained_packages
+from ipuflow.config.requirements import PackageRequirement, missing_package_error, missing_pretrained_packages
 
 
 def key_errors(config: Any, cls: type, constructor: Optional[Callable[..., Any]] = None, history: str = "") -> List[ConfigurationError]:
@@ -117,11 +117,18 @@ def _check_component(value: Any, cls: type, path: str, errors: List[Configuratio
             return  # a plain class takes its keys verbatim
         cls = subclass
         constructor = subclass.__init__ if constructor_name is None else getattr(subclass, constructor_name)  # type: ignore[misc]
-        for requirement in getattr(subclass, "required_packages", ()):
+        for requirement in _declared_requirements(subclass, value):
             if not requirement.installed():
                 errors.append(missing_package_error(requirement, repr(type_name), f"{path}.type" if path else "type"))
         value = {key: item for key, item in value.items() if key != "type"}
     _check_object(value, cls, constructor, f"{path}." if path else "", errors)
+
+
+def _declared_requirements(cls: type, value: Dict[str, Any]) -> List[PackageRequirement]:
+    """The optional packages `cls` declares it needs, and those its config `value` makes it need."""
+    declared = list(getattr(cls, "required_packages", ()))
+    for_config = getattr(cls, "packages_for_config", None)
+    return declared + list(for_config(value)) if callable(for_config) else declared
 
 
 def _check_object(value: Any, cls: type, constructor: Callable[..., Any], history: str,

@@ -49,11 +49,28 @@ def is_installed(module: str) -> bool:
     return spec is not None and (spec.origin is not None or bool(spec.submodule_search_locations))
 
 
-def missing_package_error(requirement: PackageRequirement, needed_by: str, path: str) -> ConfigurationError:
+class MissingPackageError(ConfigurationError):
+    """A config names a component (or `package://` value) whose optional package is not installed."""
+
+    def __init__(self, requirement: PackageRequirement, needed_by: str, path: str) -> None:
+        super().__init__(f"{needed_by} needs the {requirement.package} package (module {requirement.module!r}), "
+                         f"which is not installed: {requirement.install_command()}.", path=path or None)
+        self.requirement = requirement
+
+
+def missing_package_error(requirement: PackageRequirement, needed_by: str, path: str) -> MissingPackageError:
     """The error for a config whose `needed_by` (a type name or value) needs a package not installed."""
-    return ConfigurationError(
-        f"{needed_by} needs the {requirement.package} package (module {requirement.module!r}), which is not "
-        f"installed: {requirement.install_command()}.", path=path or None)
+    return MissingPackageError(requirement, needed_by, path)
+
+
+def require_packages(needed_by: str, *requirements: PackageRequirement) -> None:
+    """Refuse, before any work, a command (`needed_by`) whose optional packages are not all installed."""
+    missing = [requirement for requirement in requirements if not requirement.installed()]
+    if missing:
+        packages = ", ".join(requirement.package for requirement in missing)
+        commands = "; ".join(dict.fromkeys(requirement.install_command() for requirement in missing))
+        raise ConfigurationError(f"{needed_by} needs {packages}, which {'is' if len(missing) == 1 else 'are'} not "
+                                 f"installed: {commands}.")
 
 
 def pretrained_package_requirement(name: str) -> Optional[PackageRequirement]:
@@ -80,3 +97,12 @@ def missing_pretrained_packages(value: Any, path: str = "") -> List[Configuratio
 
 TRANSFORMERS = PackageRequirement("transformers", "transformers", "transformers")
 """What every transformers-backed component (models, tokenizers, Hugging Face callbacks) needs."""
+
+SEQEVAL = PackageRequirement("seqeval", "seqeval", "transformers")
+"""What entity-level scoring (`span_f1`, the token-classification task and its predictor) needs."""
+
+OPTUNA = PackageRequirement("optuna", "optuna", "tune")
+"""What `ipuflow tune` needs."""
+
+ONNX = (PackageRequirement("onnx", "onnx", "onnx"), PackageRequirement("onnxruntime", "onnxruntime", "onnx"))
+"""What `ipuflow export` needs (it checks the exported graph with ONNX Runtime)."""

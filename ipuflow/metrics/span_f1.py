@@ -7,7 +7,7 @@ from typing import Any, ClassVar, Dict, List, Optional, Sequence, Tuple
 import torch
 
 from ipuflow.config import ConfigurationError, validators
-from ipuflow.config.requirements import PackageRequirement
+from ipuflow.config.requirements import SEQEVAL, PackageRequirement
 from ipuflow.data.vocabulary import Vocabulary
 from ipuflow.metrics.metric import Metric
 from ipuflow.metrics.summed_over_ranks import summed_over_ranks
@@ -43,7 +43,7 @@ class SpanF1(Metric):
     vocabulary lacks) reads as `O`. Counts are summed over ranks under torchrun.
     """
 
-    required_packages: ClassVar[Tuple[PackageRequirement, ...]] = (PackageRequirement("seqeval", "seqeval", "transformers"),)
+    required_packages: ClassVar[Tuple[PackageRequirement, ...]] = (SEQEVAL,)
 
     def __init__(self, vocab: Optional[Vocabulary] = None, label_namespace: str = "labels", scheme: str = "IOB2",
                  labels: Optional[Sequence[str]] = None) -> None:

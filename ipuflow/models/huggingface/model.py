@@ -41,6 +41,14 @@ class HuggingfaceModel(MetricsModel):
 
     required_packages: ClassVar[Tuple[PackageRequirement, ...]] = (TRANSFORMERS,)
 
+    @classmethod
+    def packages_for_config(cls, config: Mapping[str, Any]) -> Tuple[PackageRequirement, ...]:
+        """What the `task` the config names needs besides transformers (token classification: seqeval)."""
+        task = config.get("task")
+        if not isinstance(task, str) or task not in HuggingfaceTask.list_available():
+            return ()  # the resolver words a bad task
+        return tuple(getattr(HuggingfaceTask.by_name(task), "required_packages", ()))
+
     def __init__(
         self,
         vocab: Vocabulary,
