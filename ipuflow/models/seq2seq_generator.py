@@ -3,6 +3,7 @@ by generating."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any, ClassVar, Dict, Optional, Tuple
 
 import torch
@@ -11,7 +12,11 @@ from ipuflow.config import ConfigurationError, validators
 from ipuflow.config.requirements import PackageRequirement, TRANSFORMERS
 from ipuflow.data.local_pretrained import import_transformers_offline, is_archived_copy, resolve_local_pretrained
 from ipuflow.data.vocabulary import Vocabulary
+from ipuflow.debug_mode import debug_enabled
+from ipuflow.models.huggingface.load_report import quiet_load_report
 from ipuflow.models.model import IGNORE_LABEL, Model
+
+logger = logging.getLogger(__name__)
 
 
 def _attention_mask(mask: torch.Tensor) -> torch.Tensor:
@@ -142,8 +147,14 @@ class Seq2SeqGenerator(Model):
                 transformers.AutoConfig.from_pretrained(str(decoder_path), local_files_only=True, trust_remote_code=False),
                 tie_encoder_decoder=tie)
             return transformers.EncoderDecoderModel(config=config)
-        return transformers.EncoderDecoderModel.from_encoder_decoder_pretrained(
-            str(encoder_path), str(decoder_path), tie_encoder_decoder=tie, local_files_only=True, trust_remote_code=False)
+        with quiet_load_report():
+            model = transformers.EncoderDecoderModel.from_encoder_decoder_pretrained(
+                str(encoder_path), str(decoder_path), tie_encoder_decoder=tie, local_files_only=True,
+                trust_remote_code=False)
+        logger.info("EncoderDecoderModel warm-started from %s and %s: the decoder's cross-attention weights are new, "
+                    "randomly initialised, to train%s.", encoder, decoder,
+                    "" if debug_enabled() else " (--debug shows transformers' loading report)")
+        return model
 
     def forward(  # type: ignore[override]
         self, tokens: torch.Tensor, tokens_mask: torch.Tensor, target_tokens: Optional[torch.Tensor] = None,
