@@ -63,7 +63,8 @@ class GradientDescentTrainer(TrainerReadout, CallbackList, Trainer):
 
     Where training stands is `state` (a `TrainerState`); every event goes through one dispatch to the
     callbacks (docs/training.md). The running loss is summed on the device and read only every
-    `log_interval` optimizer updates, before checkpoints and at epoch ends; a NaN/inf loss read there
+    `log_interval` optimizer updates (and after each epoch's first host call, for the progress bar),
+    before checkpoints and at epoch ends; a NaN/inf loss read there
     stops training with `NonFiniteLossError`. `validation_interval` also validates every N optimizer
     updates; `max_steps` ends training after N (validating, writing metrics, best weights and a
     checkpoint as at an epoch end). The run's status (`RunStatus`) and which weights are the best are
@@ -293,8 +294,11 @@ class GradientDescentTrainer(TrainerReadout, CallbackList, Trainer):
         logs = None
         if control.should_log or self._crossed(self._log_interval, result.optimizer_updates):
             logs = self._metrics.logs(result.loss)
+        # After each epoch's first call the loss is read for on_step_end alone (one read per epoch, no logging
+        # point): the progress bar shows a loss from the start, also in an epoch shorter than log_interval.
+        step_logs = self._metrics.logs(result.loss) if logs is None and batch_number == 1 else logs
         self._events.fire("on_step_end", epoch=epoch, batch_number=batch_number, batch=batch,
-                          outputs=result.outputs, logs=logs)
+                          outputs=result.outputs, logs=step_logs)
         if logs is None and control.should_log:  # asked for during on_step_end
             logs = self._metrics.logs(result.loss)
         if logs is not None:
