@@ -265,6 +265,7 @@ class NativeExecutor(StepExecutor):
                 device=self._device_option,
                 compile=self._compile_option,
                 tf32=self._tf32,
+                num_threads=None,  # the training executor set this process's threads already
                 **self._distributed_options,
                 **dataclasses.asdict(self._options.as_inference()),
             )

@@ -73,3 +73,15 @@ def test_a_resumed_run_takes_the_thread_count_of_its_checkpoint(fresh_choice, re
     executor.load_state_dict(state)
     assert torch.get_num_threads() == 2
     assert not [warning for warning in recwarn if "CPU threads" in str(warning.message)]  # no bitwise-resume warning
+
+
+def test_validation_keeps_the_count_the_training_executor_set(fresh_choice):
+    """The inference executor that validation uses was built with the default, "auto", and took the
+    count from the load again, over a count the config set."""
+    fresh_choice.setattr(cpu_threads.os, "getloadavg", lambda: (7.7, 6.0, 5.0))
+    model = torch.nn.Linear(2, 2)
+    executor = StepExecutor.from_params(Params({"type": "native", "device": "cpu", "num_threads": 2},
+                                               history="trainer.executor."),
+                                        model=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1))
+    executor.inference_executor()
+    assert torch.get_num_threads() == 2
