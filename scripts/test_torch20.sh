@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The torch 2.0.1 leg: ipuflow with the torch that poptorch 3.3 and 3.4 (the last Poplar SDKs) are built
 # for, numpy 1.x and transformers 4.29 (optimum-graphcore's), in a second environment beside .venv:
-# the executor and poptorch tests (tests/execution, the poptorch stand-in included, and the commands'
-# poptorch tests) and one `ipuflow train` / `evaluate` / `predict` on the native executor and on the stand-in.
+# the executor and poptorch tests (tests/execution, the poptorch stand-in included, Hugging Face models
+# placed on its IPUs by layers_per_ipu among them, and the commands' poptorch tests) and one
+# `ipuflow train` / `evaluate` / `predict` on the native executor and on the stand-in.
 # Usage: bash scripts/test_torch20.sh [PYTEST ARGS]      (scripts/test.sh runs it after the main suite)
 #
 # The environment is ${IPUFLOW_TORCH20_VENV:-.venv-torch20}. The first run downloads torch 2.0.1 from

@@ -135,7 +135,8 @@ MAX_CIRCLE = 3
 ROOM_LAYERS: Dict[str, List[Set[str]]] = {
     "training": [{"state"}, {"optim"}, {"checkpoints"}, {"events"}, {"callbacks"}, {"loop"}, {"__init__"}],
     # The archive reads and writes the serialization directory's names; the run's modules use the archive.
-    "experiment": [{"serialization_dir", "report_to", "training_data_identity", "vocabulary_sources"}, {"archive"},
+    "experiment": [{"validation_sets"}, {"serialization_dir", "report_to", "training_data_identity", "vocabulary_sources"},
+                   {"archive"},
                    {"train_model", "run", "dry_run", "compile_only", "from_checkpoint", "raised_limits"}, {"__init__"}],
 }
 

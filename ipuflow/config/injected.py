@@ -13,6 +13,7 @@ INJECTED_ARGUMENTS: Dict[str, Tuple[str, ...]] = {
     "LearningRateScheduler": ("optimizer", "num_epochs", "num_steps_per_epoch", "max_steps"),
     "MomentumScheduler": ("optimizer", "num_epochs", "num_steps_per_epoch", "max_steps"),
     "StepExecutor": ("model", "optimizer", "training"),
+    "PoptorchExecutor": ("compile_only",),
     "MovingAverage": ("parameters",),
     "Predictor": ("model", "dataset_reader"),
 }

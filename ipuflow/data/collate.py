@@ -136,6 +136,11 @@ PADDINGS = ("longest", "fixed")
 """How token-id lists are padded: to the batch's own longest list, or to fixed shapes."""
 
 
+# Per-batch padded lengths are rounded up to this multiple until an executor names its own: 8 suits
+# CUDA's tensor cores and transformers' DataCollatorWithPadding under half precision.
+DEFAULT_LENGTH_MULTIPLE = 8
+
+
 class Collator:
     """Gathers packed fields into a combined batch.
 

@@ -14,7 +14,7 @@ import torch
 
 from ipuflow.config import ConfigurationError, Registrable
 from ipuflow.config import validators
-from ipuflow.data.collate import INT_SEQUENCE, PADDINGS, Collator, pack_fields
+from ipuflow.data.collate import DEFAULT_LENGTH_MULTIPLE, INT_SEQUENCE, PADDINGS, Collator, pack_fields
 from ipuflow.data.length_grouping import LENGTH_GROUPINGS, grouped_order
 from ipuflow.distributed.replicas import replica_positions
 
@@ -92,6 +92,10 @@ class DataLoader(Registrable):
         """Fit the padding to the executor: `reason` says why it needs fixed input shapes, None when it
         runs any sequence length (`executor.prepare` calls this). A loader that pads to fixed shapes
         whatever the executor needs leaves this as it is."""
+
+    def set_length_multiple(self, multiple: int) -> None:
+        """Use the executor's preferred multiple for per-batch padded lengths (`executor.prepare` calls
+        this); a loader whose multiple is configured, or that pads to fixed shapes, keeps its own."""
 
     @property
     def pads_to_longest(self) -> bool:
@@ -190,7 +194,9 @@ class FixedShapeDataLoader(DataLoader):
       native executor running eagerly, ``fixed`` for one that compiles for fixed shapes (poptorch,
       native with `compile`, ONNX Runtime); ``fixed`` until an executor prepares the loader;
     * ``longest``: each combined batch to its own longest list, rounded up to a multiple of
-      `pad_to_multiple_of`; `max_length` (or the largest of `length_buckets`) truncates;
+      `pad_to_multiple_of` (by default the executor's: 8 on CUDA, where tensor cores take multiples
+      of 8, 1 on CPU, where every padded position costs time); `max_length` (or the largest of
+      `length_buckets`) truncates;
     * ``fixed``: to `max_length`, to the nearest of a few `length_buckets`, or to the longest list
       of the data set.
 
@@ -218,7 +224,7 @@ class FixedShapeDataLoader(DataLoader):
         max_length: Optional[int] = None,
         length_buckets: Optional[List[int]] = None,
         padding: str = "auto",
-        pad_to_multiple_of: int = 8,
+        pad_to_multiple_of: Optional[int] = None,
         length_grouping: Optional[str] = None,
         sorting_keys: Optional[List[str]] = None,
         padding_noise: float = 0.1,
@@ -226,7 +232,7 @@ class FixedShapeDataLoader(DataLoader):
         seed: int = 0,
     ) -> None:
         """padding: auto (what the executor needs), longest (each batch to its own longest list) or fixed.
-        pad_to_multiple_of: under longest padding, round each batch's length up to a multiple of this.
+        pad_to_multiple_of: under longest padding, round each batch's length up to a multiple of this (default: the executor's).
         length_grouping: with shuffle, batch lists of similar length: bucket (AllenNLP) or group_by_length (Trainer).
         sorting_keys: the token-id fields whose lengths group instances (default: the one with the longest lists).
         padding_noise: bucket grouping: each length is varied by up to this fraction of itself before sorting.
@@ -236,7 +242,8 @@ class FixedShapeDataLoader(DataLoader):
         validators.non_negative_int("seed", seed)
         _check_lengths(max_length, length_buckets)
         validators.choice("padding", padding, ("auto",) + PADDINGS)
-        validators.positive_int("pad_to_multiple_of", pad_to_multiple_of)
+        if pad_to_multiple_of is not None:
+            validators.positive_int("pad_to_multiple_of", pad_to_multiple_of)
         validators.choice("length_grouping", length_grouping, LENGTH_GROUPINGS, optional=True)
         validators.non_negative_number("padding_noise", padding_noise)
         _require_instances(instances)
@@ -251,7 +258,8 @@ class FixedShapeDataLoader(DataLoader):
         self.padding_noise = padding_noise
         self._size = len(instances)
         self._collator = Collator(pack_fields(instances), max_length, list(length_buckets) if length_buckets else None,
-                                  "longest" if padding == "longest" else "fixed", pad_to_multiple_of)
+                                  "longest" if padding == "longest" else "fixed", pad_to_multiple_of or DEFAULT_LENGTH_MULTIPLE)
+        self.pad_to_multiple_of = pad_to_multiple_of
         self.sorting_keys = self._sorting_keys(sorting_keys)
         self._shapes_reason: Optional[str] = None
         self._fitted = False
@@ -298,6 +306,11 @@ class FixedShapeDataLoader(DataLoader):
             self._fitted = True
             logger.info("Padding token-id lists: %s", self.padding_plan())
 
+    def set_length_multiple(self, multiple: int) -> None:
+        """Round per-batch lengths up to the executor's preferred `multiple` unless one is configured."""
+        if self.pad_to_multiple_of is None:
+            self._collator.pad_to_multiple_of = multiple
+
     @property
     def pads_to_longest(self) -> bool:
         """Whether each combined batch is padded to its own longest list (lengths vary between batches)."""
@@ -308,7 +321,8 @@ class FixedShapeDataLoader(DataLoader):
         collator = self._collator
         plan: Dict[str, Any] = {"padding": collator.padding, "configured": self.padding}
         if collator.padding == "longest":
-            plan["pad_to_multiple_of"] = collator.pad_to_multiple_of
+            plan["pad_to_multiple_of"] = (collator.pad_to_multiple_of if self.pad_to_multiple_of is not None or self._fitted
+                                          else "the executor's (8 on CUDA, 1 on CPU)")
             plan["truncate_at"] = collator.truncation
         elif collator.max_length is not None:
             plan["max_length"] = collator.max_length

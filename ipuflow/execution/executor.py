@@ -18,10 +18,12 @@ from typing import TYPE_CHECKING, Any, ClassVar, Dict, Mapping, Optional
 import torch
 
 from ipuflow.config import Registrable
+from ipuflow.data.collate import DEFAULT_LENGTH_MULTIPLE
 
 if TYPE_CHECKING:
     from ipuflow.data.loader import DataLoader
     from ipuflow.execution.options import ExecutionOptions
+    from ipuflow.execution.step_hooks import StepHooks
 
 COMPILE_IGNORED_WARNING = "Call to compile() ignored: the executable is already compiled"
 """What every backend warns when `compile` is called again with the signature it already has (poptorch's words)."""
@@ -139,10 +141,34 @@ class StepExecutor(Registrable):
         self._plan = self._options.plan
         require_optimizer_for(model, optimizer, training)
 
+    def set_step_hooks(self, hooks: Optional["StepHooks"]) -> None:
+        """Call `hooks` around every optimizer update of a training call (None: no hooks). Only
+        backends that run the update loop on the host can; the others refuse, since a program that
+        runs a whole host call on the device cannot stop between its updates."""
+        from ipuflow.config import ConfigurationError
+
+        if hooks is not None:
+            name = StepExecutor.registered_name(type(self)) or type(self).__name__
+            raise ConfigurationError(
+                f"the {name} executor runs a host call's optimizer updates on the device, so "
+                "on_pre_optimizer_step, on_optimizer_step and on_substep_end cannot fire between them; remove "
+                "the callbacks that override these events, or use the native executor.", key="callbacks")
+
     @classmethod
     def check_optimizer(cls, optimizer_class: type, max_grad_norm: Optional[float]) -> None:
         """Raise a ConfigurationError if this backend cannot run `optimizer_class` (checked from the
         config before any data is read); every optimizer runs on the native backend."""
+
+    @classmethod
+    def check_model(cls, model_class: type, model_config: Mapping[str, Any]) -> None:
+        """Raise a ConfigurationError if this backend cannot run the model `model_config` (a config
+        block of `model_class`) describes (checked from the config before any data is read); the
+        native backend runs every model."""
+
+    @classmethod
+    def check_available(cls) -> None:
+        """Raise a ConfigurationError if this backend cannot be used here (checked before any data is
+        read by the commands that run it); the native backend always can."""
 
     @property
     def training(self) -> bool:
@@ -191,12 +217,19 @@ class StepExecutor(Registrable):
         batches of any sequence length (then the data loader pads each batch to its own longest list)."""
         return compiled_shapes_reason(StepExecutor.registered_name(type(self)) or type(self).__name__)
 
+    @property
+    def length_multiple(self) -> int:
+        """The multiple this executor's device runs sequence lengths best at, for batches padded to
+        their own longest list."""
+        return DEFAULT_LENGTH_MULTIPLE
+
     def prepare(self, loader: "DataLoader", compile: bool = True) -> None:
         """Fit `loader` to this executor: its combined batches take this executor's batch-size factor
         (so `len(loader)` counts host calls) and its padding the shapes this executor takes
-        (`fixed_shapes_reason`), and, unless `compile` is false, every batch shape it can yield is
-        compiled now (`compile_for`)."""
+        (`fixed_shapes_reason`, `length_multiple`), and, unless `compile` is false, every batch shape
+        it can yield is compiled now (`compile_for`)."""
         loader.set_batch_size_factor(self.batch_size_factor)
+        loader.set_length_multiple(self.length_multiple)
         loader.set_fixed_shapes(self.fixed_shapes_reason)
         if compile:
             self.compile_for(loader)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 from types import ModuleType, TracebackType
-from typing import Any, Optional, Type
+from typing import Any, Callable, List, Optional, Type
 
 import torch
 
@@ -82,6 +82,27 @@ def BeginBlock(module: torch.nn.Module, user_id: Optional[str] = None, ipu_id: O
     return module
 
 
+_SCOPE_OBSERVERS: List[Callable[[Optional[str], Optional[int]], None]] = []
+
+
+class _Observation:
+    """A registered Block-scope observer; `remove()` unregisters it (as a torch hook handle does)."""
+
+    def __init__(self, observer: Callable[[Optional[str], Optional[int]], None]) -> None:
+        self._observer = observer
+        _SCOPE_OBSERVERS.append(observer)
+
+    def remove(self) -> None:
+        if self._observer in _SCOPE_OBSERVERS:
+            _SCOPE_OBSERVERS.remove(self._observer)
+
+
+def observe_block_scopes(observer: Callable[[Optional[str], Optional[int]], None]) -> _Observation:
+    """Call observer(user_id, ipu_id) for every `Block` scope entered until the handle is removed
+    (the poptorch executor checks where a model's scopes place it before it compiles)."""
+    return _Observation(observer)
+
+
 class Block:
     """A scope inside `forward` whose ops run on IPU `ipu_id`; a no-op elsewhere."""
 
@@ -91,6 +112,8 @@ class Block:
         self._scope: Any = None
 
     def __enter__(self) -> "Block":
+        for observer in list(_SCOPE_OBSERVERS):
+            observer(self.user_id, self.ipu_id)
         poptorch = _poptorch()
         if poptorch is not None:
             self._scope = poptorch.Block(user_id=self.user_id, ipu_id=self.ipu_id)

@@ -16,6 +16,7 @@ from ipuflow.config import ConfigurationError, validators
 from ipuflow.distributed.data_parallel import SHARDED_MARK, ReplicaGroup, mean_over_ranks, require_sharding, update_contexts
 from ipuflow.distributed.process_group import BACKENDS, rank_device
 from ipuflow.distributed.replicas import replicated_options
+from ipuflow.data.collate import DEFAULT_LENGTH_MULTIPLE
 from ipuflow.execution.cpu_threads import AUTO, follow_checkpoint_threads, set_cpu_threads
 from ipuflow.execution.executor import COMPILE_IGNORED_WARNING, Batch, StepExecutor, StepResult, require_optimizer_for
 from ipuflow.execution.input_spec import InputSpec
@@ -23,6 +24,7 @@ from ipuflow.execution.memory_and_math import enable_gradient_checkpointing, ena
 from ipuflow.execution.precision import LossScaler, autocast_factory
 from ipuflow.execution.replica_rng import ReplicaRandomStreams
 from ipuflow.execution.rng import get_rng_states, set_rng_states
+from ipuflow.execution.step_hooks import StepHooks
 from ipuflow.execution.step_outputs import OutputCollector, find_loss
 from ipuflow.torch_features import require_torch_compile
 
@@ -158,9 +160,7 @@ class NativeExecutor(StepExecutor):
         distributed_backend: under torchrun, the process group's backend: auto (nccl on CUDA, gloo on CPU), gloo or nccl.
         sharding: under torchrun, null or ddp (every rank holds the whole model) or fsdp (FSDP2 shards it).
         find_unused_parameters: under torchrun, let DDP handle parameters that get no gradient in a forward.
-        num_threads: torch's CPU threads for this process (torch.set_num_threads): an int; "auto", one per core
-            that other jobs leave idle (from the load average; OMP_NUM_THREADS, when set, wins); null keeps
-            torch's default, one per core.
+        num_threads: torch's CPU threads: an int; "auto", one per core other jobs leave idle; null, torch's default.
         gradient_checkpointing: in training, recompute activations in the backward pass (the model's own
             gradient_checkpointing_enable) to save memory.
         tf32: on CUDA, let float32 matrix multiplications use TF32.
@@ -199,6 +199,8 @@ class NativeExecutor(StepExecutor):
         self._any_lengths = False  # set by prepare: the loader pads each batch to its own longest list
         self._attached = False
         self._inference: Optional[NativeExecutor] = None
+        self._step_hooks: Optional[StepHooks] = None
+        self._substep_ends: FrozenSet[int] = frozenset()
 
     # -- construction steps --------------------------------------------------------------------
 
@@ -301,6 +303,12 @@ class NativeExecutor(StepExecutor):
             return None
         return "the native executor with compile builds a torch.compile graph for every input shape"
 
+    @property
+    def length_multiple(self) -> int:
+        """8 on CUDA (tensor cores take lengths in multiples of 8); 1 elsewhere: a CPU pays for every
+        padded position and runs any length as fast."""
+        return DEFAULT_LENGTH_MULTIPLE if self._device.type == "cuda" else 1
+
     def prepare(self, loader: "DataLoader", compile: bool = True) -> None:
         """Fit `loader` to this executor (see `StepExecutor.prepare`); eagerly, batches padded to their
         own longest list are then taken at any sequence length."""
@@ -401,16 +409,16 @@ class NativeExecutor(StepExecutor):
         max_grad_norm, max_grad_value = self._options.max_grad_norm, self._options.max_grad_value
         collector = OutputCollector(plan)
         micro_batches = self._micro_batches(batch)
-        update_contexts, streams = self._update_contexts, self._replica_streams
+        update_contexts, streams, hooks = self._update_contexts, self._replica_streams, self._step_hooks
         host_values = [{key: group[key] for key in snapshot if key in group}
                        for group, snapshot in zip(optimizer.param_groups, self._hyperparameters)]
         try:
-            for _ in range(plan.device_iterations):
+            for update in range(plan.device_iterations):
                 # Every update of the call runs with the values sent by set_optimizer, whatever a
                 # step hook or the optimizer itself wrote into the groups during the last one.
                 self._apply_hyperparameters(optimizer)
                 optimizer.zero_grad(set_to_none=True)
-                for reduction in update_contexts:
+                for index, reduction in enumerate(update_contexts):
                     step, replica, micro_batch = next(micro_batches)
                     # Under torchrun the gradients are reduced across ranks on the update's last micro-batch only.
                     with reduction(), streams.drawing_for(replica) if streams is not None else _OWN_STREAM:
@@ -419,6 +427,8 @@ class NativeExecutor(StepExecutor):
                         loss = find_loss(outputs, training=True)
                         scaler.backward(loss)  # type: ignore[arg-type]  # find_loss raises in training if there is none
                     collector.add(step, replica, outputs, loss)
+                    if hooks is not None and index in self._substep_ends:
+                        hooks.after_substep(update)
                 scaler.unscale_(optimizer, self._gradients)
                 # Clipping sees the reduced gradient with the loss scale divided out (a dynamic
                 # scaler has already noted any overflow, which clamping must not hide).
@@ -426,7 +436,11 @@ class NativeExecutor(StepExecutor):
                     torch.nn.utils.clip_grad_value_(self._parameters, max_grad_value)
                 if max_grad_norm is not None:
                     torch.nn.utils.clip_grad_norm_(self._parameters, max_grad_norm)
+                if hooks is not None:
+                    hooks.before_update(update)
                 scaler.step(optimizer)
+                if hooks is not None:
+                    hooks.after_update(update)
         finally:
             self._restore_host_values(optimizer, host_values)
         return StepResult(collector.outputs(), mean_over_ranks(collector.mean_loss(), self._context),
@@ -468,6 +482,16 @@ class NativeExecutor(StepExecutor):
                 current = group[key]
                 if current is value or _same_value(current, snapshot[key]):
                     group[key] = value
+
+    def set_step_hooks(self, hooks: Optional[StepHooks]) -> None:
+        """Call `hooks` around every optimizer update of a training call, and after every accumulation
+        step that does not end one (None: the step runs without them)."""
+        if hooks is not None and not self.training:
+            raise RuntimeError("set_step_hooks: an inference executor makes no optimizer updates.")
+        self._step_hooks = hooks
+        # Micro-batches run [accumulation][replica]: an accumulation step ends with its last replica's.
+        replicas, micro_batches = self._local_plan.replication_factor, len(self._update_contexts)
+        self._substep_ends = frozenset(index for index in range(replicas - 1, micro_batches - 1, replicas))
 
     # -- poptorch's PoplarExecutor surface -------------------------------------------------------
 

@@ -89,11 +89,13 @@ IPU_CONFIG_KEYS: Dict[str, KeyRule] = {
     "serialized_projection_splits_per_ipu": KeyRule(off_values=(None,), reason=_SERIALISED_LAYERS),
     "inference_serialized_projection_splits_per_ipu": KeyRule(off_values=(None,), reason=_SERIALISED_LAYERS),
     "parallelize_kwargs": KeyRule(off_values=(None, {}), reason=(
-        "these are arguments of optimum-graphcore's PipelineMixin.parallelize(), which ipuflow models do not "
-        "have; layers are placed with the executor's pipeline_layers and layers_per_ipu")),
+        "these are arguments of optimum-graphcore's PipelineMixin.parallelize(), which ipuflow's placement does "
+        "not take; layers are placed from layers_per_ipu (Hugging Face models as optimum places them, others by the "
+        "executor's pipeline_layers)")),
     "inference_parallelize_kwargs": KeyRule(off_values=(None, {}), reason=(
-        "these are arguments of optimum-graphcore's PipelineMixin.parallelize(), which ipuflow models do not "
-        "have; layers are placed with the executor's pipeline_layers and inference_layers_per_ipu")),
+        "these are arguments of optimum-graphcore's PipelineMixin.parallelize(), which ipuflow's placement does "
+        "not take; layers are placed from inference_layers_per_ipu (Hugging Face models as optimum places them, others by the "
+        "executor's pipeline_layers)")),
     "explicit_ir_inference": KeyRule(off_values=(False,), reason=(
         "PopART's experimental explicit IR is not among the poptorch options the executor sets")),
     "execute_encoder_on_cpu_for_generation": KeyRule(off_values=(False,), reason=(

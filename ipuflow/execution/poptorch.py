@@ -15,7 +15,7 @@ import dataclasses
 import importlib
 import warnings
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Tuple
 
 import torch
 
@@ -25,6 +25,8 @@ from ipuflow.execution.input_spec import InputSpec
 from ipuflow.execution.ipu_config import IpuPlacement, MatmulProportion, resolve_placements
 from ipuflow.execution.ipu_ops import BLOCK_ATTRIBUTE
 from ipuflow.execution.optimum_ipu_config import ipu_config_applied
+from ipuflow.execution.pipeline_layout import layout_blocks
+from ipuflow.execution.pipeline_trace import PlacementTrace, check_pipeline_accumulation
 from ipuflow.execution.rng import get_rng_states, set_rng_states
 from ipuflow.execution.step_outputs import find_loss
 
@@ -55,6 +57,9 @@ SUPPORTED_OPTIMIZERS = ("sgd", "adam", "adamw", "rmsprop", "lamb")
 
 _OUTPUT_MODES = {"final": "Final", "all": "All", "sum": "Sum", "every_n": "EveryN"}
 
+OFFLINE_IPU_VERSIONS = {2: "Mk2", 21: "Bow"}
+"""The IPU versions `offline_ipu_version` takes (poptorch's `useOfflineIpuTarget(ipu_version=2)`)."""
+
 
 class PoptorchUnavailable(ConfigurationError):
     """poptorch cannot be imported (no Poplar SDK here); a dry run checks the config without it."""
@@ -73,7 +78,8 @@ def import_poptorch() -> ModuleType:
         ) from error
 
 
-def _resolve_module(model: torch.nn.Module, path: str) -> Any:
+def resolve_layer_list(model: torch.nn.Module, path: str) -> Any:
+    """The ModuleList or Sequential at the dotted `path` of `model` (`pipeline_layers`), or a ConfigurationError."""
     target: Any = model
     for part in path.split("."):
         if not hasattr(target, part):
@@ -95,6 +101,13 @@ def _refuse_ipu_config_file(ipu_config: Optional[str]) -> None:
         )
 
 
+def _check_offline_ipu_version(version: int) -> None:
+    """Refuse an IPU version --compile-only cannot compile for."""
+    if version not in OFFLINE_IPU_VERSIONS:
+        raise ConfigurationError(f"expected one of {', '.join(map(str, OFFLINE_IPU_VERSIONS))} (2: Mk2, 21: Bow), "
+                                 f"found {version!r}.", key="offline_ipu_version")
+
+
 @StepExecutor.register("poptorch")
 class PoptorchExecutor(StepExecutor):
     """The executor contract on IPUs (poptorch): each executable traced in its own mode, trained on the reported loss, one attached at a time.
@@ -105,8 +118,9 @@ class PoptorchExecutor(StepExecutor):
     `embedding_serialization_factor` and their ``inference_*`` twins. `pipeline_layers` is the dotted
     path of the model's layer list (e.g. ``"encoder.layers"``) that `layers_per_ipu` places; it is
     needed when a replica spans several IPUs or for per-layer recomputation checkpoints (which reach
-    every tensor a layer returns, tuples included). Blocks the model places itself with
-    `ipu_ops.BeginBlock` are applied when it compiles. A training pipeline of S stages needs
+    every tensor a layer returns, tuples included), except for a model that declares its layout
+    (`Model.pipeline_layout`: Hugging Face models, placed as optimum places them). Blocks the model
+    places itself with `ipu_ops.BeginBlock` are applied when it compiles. A training pipeline of S stages needs
     `gradient_accumulation` >= 2·S − 1 (poptorch's rule; refused when the executor is built).
     `precision: fp16` makes the model fp16 (as optimum does); IPUs have no bf16. `auto_loss_scaling`
     is PopART's: no update is skipped, the scale halves or doubles after each update.
@@ -136,14 +150,14 @@ class PoptorchExecutor(StepExecutor):
         recompute_checkpoint_every_layer: bool = False,
         embedding_serialization_factor: Optional[int] = None,
         inference_embedding_serialization_factor: Optional[int] = None,
+        offline_ipu_version: int = 2,
+        compile_only: bool = False,
         **options: Any,
     ) -> None:
         """The shared executor options (StepExecutor) plus the IPU ones, named as optimum-graphcore's IPUConfig names them.
 
-        ipu_config: path of an optimum-graphcore ipu_config.json whose keys fill the ones this block leaves
-            out (relative: from the working directory).
-        pipeline_layers: dotted path of the model's layer list (e.g. "encoder.layers") that layers_per_ipu
-            places; needed for several IPUs per replica or per-layer recomputation.
+        ipu_config: an optimum-graphcore ipu_config.json whose keys fill the ones this block leaves out (relative: to the working directory).
+        pipeline_layers: dotted path of the layer list (e.g. "encoder.layers") layers_per_ipu places, for models with no layout.
         layers_per_ipu: layers on each IPU of a replica, in order; -1 shares the rest (IPUConfig's wildcard); S IPUs need accumulation >= 2S-1.
         inference_layers_per_ipu: layers_per_ipu of the inference executor (default: layers_per_ipu).
         ipus_per_replica: IPUs one replica spans (default: one per layers_per_ipu entry).
@@ -157,15 +171,18 @@ class PoptorchExecutor(StepExecutor):
         recompute_checkpoint_every_layer: checkpoint every tensor each placed layer but the last returns (poptorch.recomputationCheckpoint).
         embedding_serialization_factor: must be 1: serialised embeddings need optimum-graphcore's SerializedEmbedding.
         inference_embedding_serialization_factor: embedding_serialization_factor of the inference executor.
+        offline_ipu_version: the IPU --compile-only compiles for, none attached: 2 (Mk2, poptorch's default) or 21 (Bow).
+        compile_only: compile for that offline IPU only (set by --compile-only, not a config key); such an executor cannot run.
         """
         _refuse_ipu_config_file(ipu_config)
         # The IPU options, kept to build poptorch.Options and the inference twin.
         self._arguments = {key: value for key, value in locals().items() if key not in ("self", "model", "optimizer", "options", "__class__")}
         super().__init__(model, optimizer, **options)
         self._refuse_unsupported_options()
+        _check_offline_ipu_version(offline_ipu_version)
         self._placement: IpuPlacement = self._resolve_placement()
-        if not self.training:
-            _refuse_host_driven_evaluation(model)
+        # The training executor refuses too: the run would evaluate (validation, test, the archive) later.
+        _refuse_host_driven_evaluation(model)
         self._poptorch = import_poptorch()
         self._model = model
         self._place_model(pipeline_layers, recompute_checkpoint_every_layer)
@@ -173,7 +190,12 @@ class PoptorchExecutor(StepExecutor):
         self._device_optimizer = self._convert_optimizer(optimizer) if optimizer is not None else None
         self._poptorch_options = self._build_options()
         self._poplar = self._wrap_model()
+        self._start_uncompiled()
+
+    def _start_uncompiled(self) -> None:
+        """Nothing compiled yet, no inference twin."""
         self._spec: Optional[InputSpec] = None
+        self._device_rng: Optional[Dict[str, Any]] = None  # a checkpoint's device RNG state, set once compiled
         self._inference: Optional[PoptorchExecutor] = None
         # The training executor and its inference twin share the IPUs: at most one holds them.
         self._twin: Optional[PoptorchExecutor] = None
@@ -189,6 +211,18 @@ class PoptorchExecutor(StepExecutor):
     def check_optimizer(cls, optimizer_class: type, max_grad_norm: Optional[float]) -> None:
         """Refuse optimizers without a poptorch.optim twin (and clipping where the twin has none)."""
         check_poptorch_optimizer(optimizer_class, max_grad_norm)
+
+    @classmethod
+    def check_model(cls, model_class: type, model_config: Mapping[str, Any]) -> None:
+        """Refuse a model whose config asks for a host-driven evaluation (generation)."""
+        declared = getattr(model_class, "host_driven_evaluation_in", None)
+        if callable(declared):
+            _refuse_host_driven(declared(model_config))
+
+    @classmethod
+    def check_available(cls) -> None:
+        """Refuse a host where poptorch cannot be imported."""
+        import_poptorch()
 
     # -- construction steps -------------------------------------------------------------------------
 
@@ -219,9 +253,14 @@ class PoptorchExecutor(StepExecutor):
     def _place_model(self, pipeline_layers: Optional[str], recompute_checkpoint_every_layer: bool) -> None:
         """Find the model's layer list and its own blocks, and check that the placement fits them (and,
         in training, that gradient accumulation fills the pipeline)."""
-        self._layers = _resolve_module(self._model, pipeline_layers) if pipeline_layers else None
+        self._layers = resolve_layer_list(self._model, pipeline_layers) if pipeline_layers else None
         self._model_blocks = model_blocks(self._model)
         self._checkpoint_hooks: List[Any] = []  # the recomputation checkpoints _place_layers hooks on at compile
+        key = "layers_per_ipu" if self.training else "inference_layers_per_ipu"
+        if self._layers is None and not self._model_blocks and (self._placement.ipus_per_replica > 1
+                                                                 or recompute_checkpoint_every_layer):
+            # A model that knows its parts (Model.pipeline_layout) is placed as optimum places its models.
+            self._layers, self._model_blocks = layout_blocks(self._model, self._placement, key)
         if self._layers is None and ((self._placement.ipus_per_replica > 1 and not self._model_blocks)
                                      or recompute_checkpoint_every_layer):
             raise ConfigurationError(
@@ -231,10 +270,12 @@ class PoptorchExecutor(StepExecutor):
                 key="pipeline_layers",
             )
         if self._layers is not None:
-            self._placement.layer_ipus(len(self._layers), "layers_per_ipu" if self.training else "inference_layers_per_ipu")
-        stage_ipus = self._stage_ipus()
-        if self.training:
-            self._check_pipeline_accumulation(stage_ipus)
+            self._placement.layer_ipus(len(self._layers), key)
+        self._check_model_blocks()
+        if self.training and self._layers is not None and not self._model_blocks:
+            # A layer list runs in its order: the rule can be checked now. The model's own blocks (and
+            # Block scopes) are checked in the order its forward enters them, when it compiles.
+            check_pipeline_accumulation([ipu for _, _, ipu in self._placed_modules()], self._plan.gradient_accumulation)
 
     def _wrap_model(self) -> Any:
         """poptorch's executor over the model in this executor's precision and mode; a training one
@@ -255,13 +296,10 @@ class PoptorchExecutor(StepExecutor):
 
     # -- placement ----------------------------------------------------------------------------------
 
-    def _stage_ipus(self) -> List[int]:
-        """The IPU of each placed module in the order the model registers them (layers from
-        `pipeline_layers`, blocks the model places itself), after checking that the two agree and that
-        every block's IPU is one the replica has."""
-        placed = {}
-        if self._layers is not None:
-            placed = {id(layer): ipu for layer, ipu in zip(self._layers, self._placement.layer_ipus(len(self._layers)))}
+    def _check_model_blocks(self) -> None:
+        """Check that the model's own blocks are on IPUs the replica has and on no layer that
+        `pipeline_layers` places too."""
+        placed = {id(layer) for layer in self._layers} if self._layers is not None else set()
         ipus = self._placement.ipus_per_replica
         for module, (user_id, ipu) in self._model_blocks:
             if id(module) in placed:
@@ -276,34 +314,15 @@ class PoptorchExecutor(StepExecutor):
                     f"{ipus} IPU(s); set ipus_per_replica to at least {ipu + 1}.",
                     key="ipus_per_replica",
                 )
-        blocks = {id(module): ipu for module, (_, ipu) in self._model_blocks}
-        sequence = []
-        for module in self._model.modules():
-            ipu = placed.get(id(module), blocks.get(id(module)))
-            if ipu is not None:
-                sequence.append(ipu)
-        return sequence
 
-    def _check_pipeline_accumulation(self, stage_ipus: List[int]) -> None:
-        """poptorch's rule for a pipelined training program (popart_compiler/source/CompilerImpl.cpp
-        numPipelineStages, Compiler.cpp; poptorch c2a8b177): each IPU switch starts a forward stage,
-        training adds a backward stage for each forward one but the last, and gradient accumulation must
-        be at least the number of stages, 2·S − 1 for S forward stages, whatever the replication."""
-        runs = [0]  # the model starts on IPU 0
-        for ipu in stage_ipus:
-            if ipu != runs[-1]:
-                runs.append(ipu)
-        forward = len(runs)
-        needed = 2 * forward - 1
-        accumulation = self._plan.gradient_accumulation
-        if accumulation < needed:
-            raise ConfigurationError(
-                f"the model runs on {forward} pipeline stages (IPU {' → '.join(map(str, runs))}); a training pipeline adds a "
-                f"backward stage for each forward one but the last, 2 × {forward} − 1 = {needed} in all, and poptorch "
-                f"needs gradient_accumulation >= {needed} to fill them, found {accumulation}. Raise "
-                "gradient_accumulation, or place the model on fewer IPUs.",
-                key="gradient_accumulation",
-            )
+    def _placed_modules(self) -> List[Tuple[torch.nn.Module, Optional[str], int]]:
+        """Every module that starts a block, (module, user_id, IPU): the model's own blocks and the
+        layers of `pipeline_layers`."""
+        placed = [(module, user_id, ipu) for module, (user_id, ipu) in self._model_blocks if ipu is not None]
+        if self._layers is not None:
+            ipus = self._placement.layer_ipus(len(self._layers))
+            placed += [(layer, f"Layer{index}", ipu) for index, (layer, ipu) in enumerate(zip(self._layers, ipus))]
+        return placed
 
     # -- poptorch options and optimizer ------------------------------------------------------------
 
@@ -326,12 +345,19 @@ class PoptorchExecutor(StepExecutor):
         else:
             opts.outputMode(mode)
         if options.seed is not None:
-            opts.randomSeed(options.seed)  # seed 0 included, unlike optimum
+            opts.randomSeed(options.seed)  # seed 0 included, unlike optimum; poptorch seeds torch with it too
+        else:
+            # The device is seeded only when randomSeed is set (poptorch Compiler.cpp): seed it from the
+            # host's seed (pytorch_seed) so that runs repeat, leaving the host's generator where it is.
+            with torch.random.fork_rng(devices=[]):
+                opts.randomSeed(torch.initial_seed())
         settings = poptorch.TensorLocationSettings().useOnChipStorage(not arguments["optimizer_state_offchip"])
         settings = settings.useReplicatedTensorSharding(bool(arguments["replicated_tensor_sharding"]) and plan.replication_factor > 1)
         opts.TensorLocations.setOptimizerLocation(settings)
         strategy = poptorch.PipelinedExecution if plan.training else poptorch.ShardedExecution
         opts.setExecutionStrategy(strategy(poptorch.AutoStage.AutoIncrement))
+        if arguments["compile_only"]:
+            opts.useOfflineIpuTarget(arguments["offline_ipu_version"])  # as optimum's compile_only: no IPU needed
         opts.setAvailableMemoryProportion({f"IPU{index}": value for index, value in enumerate(self._placement.matmul_proportion)})
         cache = arguments["executable_cache_dir"]
         if cache and cache != "disabled":
@@ -443,8 +469,16 @@ class PoptorchExecutor(StepExecutor):
         # inference twin, built earlier, may have left them in eval mode.
         self._model.train(self.training)
         self._take_device()
-        with self._marking_loss:
-            self._poplar.compile(**sample_batch)
+        accumulation = self._plan.gradient_accumulation if self.training else None
+        trace = PlacementTrace(self._model, self._placed_modules(), self._placement.ipus_per_replica, accumulation)
+        with self._marking_loss, trace:
+            try:
+                self._poplar.compile(**sample_batch)
+            except Exception:
+                if trace.error is not None:  # refused from inside poptorch's trace, before it compiled
+                    raise trace.error from None
+                raise
+        self._restore_device_rng()
 
     def _take_device(self) -> None:
         """Detach the twin executor if it holds the IPUs: compiling or running attaches this one, and a
@@ -472,7 +506,10 @@ class PoptorchExecutor(StepExecutor):
         cache = self._arguments["executable_cache_dir"]
         where = f", cached in {cache}" if cache and cache != "disabled" else " (executable_cache_dir is not set: not cached)"
         mode = "training" if self.training else "inference"
-        return f"poptorch compiled the {mode} executable{where}"
+        version = self._arguments["offline_ipu_version"]
+        target = (f" for an offline {OFFLINE_IPU_VERSIONS[version]} IPU (ipu_version {version}, no IPU attached)"
+                  if self._arguments["compile_only"] else "")
+        return f"poptorch compiled the {mode} executable{target}{where}"
 
     def __call__(self, batch: Batch) -> StepResult:
         """Run one host call on a combined batch of CPU tensors, compiling first if needed."""
@@ -548,17 +585,32 @@ class PoptorchExecutor(StepExecutor):
 
     def state_dict(self) -> Dict[str, Any]:
         """The host optimizer's state (its hyperparameters: poptorch never runs the host step), the
-        device optimizer state in poptorch's format (read back from the IPU), and torch RNG states."""
+        device optimizer state in poptorch's format (read back from the IPU), the host's torch RNG
+        states and the device's own RNG state (dropout masks on the IPU draw from it)."""
         host_state = device_state = None
         if self._host_optimizer is not None and self._device_optimizer is not None:
             host_state = self._host_optimizer.state_dict()
             device_state = self._device_optimizer.state_dict()  # poptorch reads this back from the device
         return {"optimizer": host_state, "poptorch_optimizer": device_state, "loss_scaler": {},
-                "rng": get_rng_states(torch.device("cpu"))}
+                "rng": get_rng_states(torch.device("cpu")), "device_rng": self._read_device_rng()}
+
+    def _read_device_rng(self) -> Optional[Dict[str, Any]]:
+        """The device's seed and generator state (PoplarExecutor.rng_state, ``[seed, *state]``; the
+        state words are uint32 on an IPU, kept as int64), or the one still waiting for the compile."""
+        if not self._poplar.isCompiled():
+            return self._device_rng
+        seed, *words = self._poplar.rng_state
+        return {"seed": int(seed), "state": torch.tensor(words, dtype=torch.int64)}
+
+    def _restore_device_rng(self) -> None:
+        """Write a checkpoint's device RNG state to the executable (poptorch's setter needs one compiled)."""
+        if self._device_rng is not None and self._poplar.isCompiled():
+            self._poplar.rng_state = [self._device_rng["seed"], *self._device_rng["state"].tolist()]
+            self._device_rng = None
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         """Restore the optimizer (hyperparameters on the host, moments on the device through
-        setOptimizer) and the RNG states."""
+        setOptimizer) and the RNG states (the device's once the executable is compiled)."""
         if state.get("optimizer") is not None:
             if self._host_optimizer is None:
                 raise ValueError("load_state_dict: the state holds optimizer state, but this executor has no optimizer.")
@@ -576,6 +628,9 @@ class PoptorchExecutor(StepExecutor):
                 )
             self._poplar.setOptimizer(self._device_optimizer)
         set_rng_states(state.get("rng") or {})
+        if state.get("device_rng") is not None:  # absent from checkpoints of other executors
+            self._device_rng = state["device_rng"]
+            self._restore_device_rng()
 
 
 _GROUP_KEYS: Dict[str, Tuple[str, ...]] = {
@@ -650,7 +705,11 @@ def _refuse_host_driven_evaluation(model: torch.nn.Module) -> None:
     could not run, and an IPU run would only find out at its first validation."""
     # Asked by name: execution sits below models (Model.host_driven_evaluation declares it).
     declared = getattr(model, "host_driven_evaluation", None)
-    driven = declared() if callable(declared) else None
+    _refuse_host_driven(declared() if callable(declared) else None)
+
+
+def _refuse_host_driven(driven: Optional[Tuple[str, str]]) -> None:
+    """The ConfigurationError for a declared host-driven evaluation, (config key, what it does)."""
     if driven is not None:
         key, what = driven
         raise ConfigurationError(

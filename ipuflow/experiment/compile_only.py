@@ -32,8 +32,8 @@ def compile_experiment(experiment: Any) -> Dict[str, Any]:
     executor: StepExecutor = trainer.executor
     targets: List[Tuple[str, StepExecutor, DataLoader]] = [("training", executor, trainer.data_loader)]
     inference = executor.inference_executor()
-    if trainer.validation_data_loader is not None:
-        targets.append(("validation", inference, trainer.validation_data_loader))
+    for name, loader in trainer.validation_data_loaders.items():  # several sets: "validation.<name>"
+        targets.append((f"validation.{name}" if name else "validation", inference, loader))
     if experiment.evaluate_on_test and experiment.test_data_loader is not None:
         inference.prepare(experiment.test_data_loader, compile=False)  # compile_ahead below compiles
         targets.append(("test", inference, experiment.test_data_loader))

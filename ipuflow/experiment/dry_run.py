@@ -9,12 +9,13 @@ report says that compiling needs the SDK.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 import math
 import tempfile
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Union
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Union
 
 import torch
 
@@ -51,6 +52,8 @@ def dry_run(params: Params, serialization_dir: Path, file_friendly_logging: bool
             _pad_as_poptorch(experiment.trainer)
             sdk_note = _SDK_NOTE
         report = experiment.describe()
+        if registered_name_of(experiment.trainer.executor) == "poptorch" or sdk_note is not None:
+            report["executor"]["ipu"] = _ipu_plan(params, experiment.model)
         report.update(training_plan(experiment.trainer, experiment.datasets))
         report["trial_step"] = trial_step(experiment.trainer)
     if sdk_note is not None:
@@ -61,35 +64,53 @@ def dry_run(params: Params, serialization_dir: Path, file_friendly_logging: bool
     return report
 
 
-def _with_native_stand_in(params: Params) -> Params:
-    """`params` with the poptorch executor replaced by a native CPU one with the same batching options,
-    those of its `ipu_config` file included (where the block and the trainer's spellings leave them out,
-    as for the poptorch executor itself)."""
-    from ipuflow.config.from_params import config_parameters
-    from ipuflow.execution.executor import StepExecutor
+@contextlib.contextmanager
+def _poptorch_block(params: Params) -> Iterator[Dict[str, Any]]:
+    """The executor block of `params` with its `ipu_config` file's keys filled in where the block and
+    the trainer's spellings leave them out, as for the poptorch executor itself; an error about a key
+    the file set, raised inside, says so."""
     from ipuflow.execution.optimum_ipu_config import ipu_config_applied
 
-    shared = set(config_parameters(StepExecutor, StepExecutor.__init__)) - {
-        "model", "optimizer", "training", "precision", "loss_scaling", "auto_loss_scaling"}
-    config = params.as_dict()
-    trainer = config["trainer"]
+    trainer = params.as_dict()["trainer"]
     spellings = {"num_gradient_accumulation_steps": "gradient_accumulation", "grad_norm": "max_grad_norm",
                  "grad_clipping": "max_grad_value"}
     given = {key: trainer[name] for name, key in spellings.items() if trainer.get(name) not in (None, False)}
     with ipu_config_applied(Params(trainer["executor"], history="trainer.executor."), given) as merged:
-        executor = merged.as_dict()
-    config["trainer"]["executor"] = {"type": "native", "device": "cpu",
-                                     **{key: value for key, value in executor.items() if key in shared}}
+        yield merged.as_dict()
+
+
+def _with_native_stand_in(params: Params) -> Params:
+    """`params` with the poptorch executor replaced by a native CPU one with the same batching options,
+    those of its `ipu_config` file included."""
+    from ipuflow.config.from_params import config_parameters
+    from ipuflow.execution.executor import StepExecutor
+
+    shared = set(config_parameters(StepExecutor, StepExecutor.__init__)) - {
+        "model", "optimizer", "training", "precision", "loss_scaling", "auto_loss_scaling"}
+    config = params.as_dict()
+    with _poptorch_block(params) as executor:
+        config["trainer"]["executor"] = {"type": "native", "device": "cpu",
+                                         **{key: value for key, value in executor.items() if key in shared}}
     return Params(config)
+
+
+def _ipu_plan(params: Params, model: torch.nn.Module) -> Dict[str, Any]:
+    """The poptorch executor's IPU settings and the model's placement on IPUs, as the executor sets them."""
+    from ipuflow.execution.ipu_plan import ipu_plan
+
+    with _poptorch_block(params) as executor:
+        try:
+            return ipu_plan(model, executor)
+        except ConfigurationError as error:
+            raise error.locate("trainer.executor.") from None
 
 
 def _pad_as_poptorch(trainer: Any) -> None:
     """Give the loaders the padding the poptorch executor needs, which its native stand-in does not."""
     from ipuflow.execution.executor import compiled_shapes_reason
 
-    for loader in (trainer.data_loader, trainer.validation_data_loader):
-        if loader is not None:
-            loader.set_fixed_shapes(compiled_shapes_reason("poptorch"))
+    for loader in (trainer.data_loader, *trainer.validation_data_loaders.values()):
+        loader.set_fixed_shapes(compiled_shapes_reason("poptorch"))
 
 
 def training_plan(trainer: Any, datasets: Mapping[str, List[Any]]) -> Dict[str, Any]:
@@ -224,9 +245,23 @@ def trial_step(trainer: Any) -> Dict[str, Any]:
 
 
 def _check_validation_metric(trainer: Any, device: torch.device) -> List[str]:
-    """The names the model reports in validation; an error if `validation_metric` is not among them."""
-    model = trainer.model
-    batch = _first_micro_batch(trainer.validation_data_loader, device)
+    """The names the model reports in validation (``<set>_<name>`` for several sets); an error if
+    `validation_metric` is not among them."""
+    examples = getattr(trainer, "validation_examples", None)
+    reported: List[str] = []
+    for name, loader in trainer.validation_data_loaders.items():
+        scoring = examples.get(name) if isinstance(examples, Mapping) else examples
+        reported += [f"{name}_{metric}" if name else metric for metric in _set_metric_names(trainer.model, loader, device, scoring)]
+    try:
+        trainer.metric_tracker.check_names(reported)
+    except ConfigurationError as error:
+        raise error.locate("trainer.") from None
+    return sorted(reported)
+
+
+def _set_metric_names(model: Any, loader: DataLoader, device: torch.device, examples: Any) -> List[str]:
+    """What the model (and a postprocessor's `examples`) report for one validation set, from its first micro-batch."""
+    batch = _first_micro_batch(loader, device)
     was_training = model.training
     model.eval()
     try:
@@ -239,13 +274,8 @@ def _check_validation_metric(trainer: Any, device: torch.device) -> List[str]:
         model.train(was_training)
     if isinstance(outputs.get("loss"), torch.Tensor):
         reported.add("loss")
-    examples = getattr(trainer, "validation_examples", None)
     if examples is not None:  # a postprocessor's metrics join the model's at every validation
         reported.update(examples.postprocessor.metric_names())
-    try:
-        trainer.metric_tracker.check_names(reported)
-    except ConfigurationError as error:
-        raise error.locate("trainer.") from None
     return sorted(reported)
 
 

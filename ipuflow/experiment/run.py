@@ -54,6 +54,8 @@ def train_model_from_file(
     params = Params.from_file(config_file, overrides, ext_vars)  # config errors first: this is quick
     include_packages(include_package)
     check_keys_before_reading_data(params)
+    if not dry_run:  # a dry run plans a poptorch run on the CPU when poptorch is missing
+        check_backend_before_reading_data(params)
     if compile_only:
         refuse_under_torchrun("ipuflow train --compile-only")
         return compile_model(params, file_friendly_logging)
@@ -76,6 +78,15 @@ def check_keys_before_reading_data(params: Params) -> None:
     from ipuflow.experiment.train_model import TrainModel
 
     check_config_keys(params, TrainModel)
+
+
+def check_backend_before_reading_data(params: Params) -> None:
+    """A missing backend (poptorch without the Poplar SDK), reported before any data is read."""
+    from ipuflow.experiment.train_model import check_executor_available
+
+    trainer = params.as_dict().get("trainer")
+    if isinstance(trainer, dict):
+        check_executor_available(trainer)
 
 
 # What `-r` does after a command stopped in each phase outside training (training checkpoints itself).
@@ -176,7 +187,7 @@ def _train_locked(params: Params, directory: Path, lock: Optional[RunDirectoryLo
         # was started (a failed or interrupted resume leaves it as it was).
         previous = _read_json(directory / META_NAME) if (directory / META_NAME).is_file() else None
         write_json_atomically(directory / META_NAME, run_metadata(previous))
-    archive = archive_model(directory)
+    archive = archive_model(directory, weights_sha256=experiment.trainer.get_best_weights_sha256())
     status = experiment.trainer.run_status
     if status.training_finished:
         status.archived = True
@@ -269,7 +280,7 @@ def compile_model(params: Params, file_friendly_logging: bool = False) -> Dict[s
 
     with tempfile.TemporaryDirectory(prefix="ipuflow-compile-only-") as scratch:
         configure_logging(None, file_friendly_logging)
-        return compile_experiment(_build(params, Path(scratch)))
+        return compile_experiment(_build(params, Path(scratch), compile_only=True))
 
 
 def _completed_run(directory: Path, raised: List[str]) -> Optional[Tuple[Dict[str, Any], str]]:
@@ -294,7 +305,9 @@ def _read_json(path: Path) -> Dict[str, Any]:
         raise ConfigurationError(f"{path} cannot be read ({type(error).__name__}: {error}).") from None
 
 
-def _build(params: Params, directory: Path) -> "TrainModel":
+def _build(params: Params, directory: Path, compile_only: bool = False) -> "TrainModel":
     from ipuflow.experiment.train_model import TrainModel
 
-    return TrainModel.from_params(params.duplicate(), serialization_dir=str(directory))
+    # compile_only reaches the executors that take it (poptorch's compiles for an offline IPU).
+    extras: Dict[str, Any] = {"compile_only": True} if compile_only else {}
+    return TrainModel.from_params(params.duplicate(), serialization_dir=str(directory), **extras)

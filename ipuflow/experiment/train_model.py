@@ -7,7 +7,7 @@ import logging
 import random
 import time
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Dict, List, Optional, Tuple, Union
+from typing import Any, Callable, ClassVar, Dict, List, Optional, Tuple, Type, Union
 
 import numpy
 import torch
@@ -24,6 +24,9 @@ from ipuflow.evaluation.postprocessor import Postprocessor
 from ipuflow.execution.executor import StepExecutor
 from ipuflow.experiment.report_to import with_tracker_callbacks
 from ipuflow.experiment.serialization_dir import VOCABULARY_DIR
+from ipuflow.experiment.validation_sets import (
+    dataset_paths, expand_validation, path_key, set_name, validation_datasets,
+)
 from ipuflow.experiment.vocabulary_sources import counted_for_vocabulary, non_padded_patterns, refuse_unseen_labels
 from ipuflow.models.model import Model
 from ipuflow.training.loop.trainer import Trainer
@@ -43,34 +46,61 @@ def seed_everything(random_seed: Optional[int], numpy_seed: Optional[int], pytor
         torch.manual_seed(pytorch_seed)
 
 
+def _block_type(config: Any, base: Any) -> Optional[type]:
+    """The class a config block (a dict, or a bare type name) of registrable `base` names, or None."""
+    if isinstance(config, str):
+        config = {"type": config}
+    name = config.get("type", base.default_implementation) if isinstance(config, dict) else None
+    if not isinstance(name, str):
+        return None
+    try:
+        found = base.resolve_class_name(name)[0]
+    except (ConfigurationError, TypeError, ValueError):
+        return None
+    return found if isinstance(found, type) else None
+
+
+def _executor_class(trainer_config: Dict[str, Any]) -> Optional[Type[StepExecutor]]:
+    """The executor class `trainer_config` names, or None where building would report the block."""
+    found = _block_type(trainer_config.get("executor") or {}, StepExecutor)
+    return found if found is not None and issubclass(found, StepExecutor) else None
+
+
 def check_executor_runs_optimizer(trainer_config: Dict[str, Any]) -> None:
     """Refuse, from the trainer config alone (before any data is read), an optimizer the configured
     executor cannot run (the poptorch executor converts only optimizers with a poptorch.optim twin)."""
     from ipuflow.training.optim.optimizers import Optimizer
 
-    executor_config = trainer_config.get("executor") or {}
-    optimizer_config = trainer_config.get("optimizer") or {}
-    if isinstance(executor_config, str):
-        executor_config = {"type": executor_config}
-    if isinstance(optimizer_config, str):
-        optimizer_config = {"type": optimizer_config}
-    if not isinstance(executor_config, dict) or not isinstance(optimizer_config, dict):
-        return  # building the trainer reports the malformed block
-    executor_type = executor_config.get("type", StepExecutor.default_implementation)
-    optimizer_type = optimizer_config.get("type", Optimizer.default_implementation)
-    if not isinstance(executor_type, str) or not isinstance(optimizer_type, str):
+    executor_class = _executor_class(trainer_config)
+    optimizer_class = _block_type(trainer_config.get("optimizer") or {}, Optimizer)
+    if executor_class is None or optimizer_class is None:
         return
-    try:
-        executor_class = StepExecutor.resolve_class_name(executor_type)[0]
-        optimizer_class = Optimizer.resolve_class_name(optimizer_type)[0]
-    except (ConfigurationError, TypeError):
-        return  # building the trainer reports a bad type with the registry's message
-    max_grad_norm = executor_config.get("max_grad_norm")
+    executor_config = trainer_config.get("executor")
+    max_grad_norm = executor_config.get("max_grad_norm") if isinstance(executor_config, dict) else None
     grad_norm = trainer_config.get("grad_norm")
     if max_grad_norm is None and not isinstance(grad_norm, bool) and isinstance(grad_norm, (int, float)):
         max_grad_norm = float(grad_norm)
-    if isinstance(executor_class, type) and issubclass(executor_class, StepExecutor) and isinstance(optimizer_class, type):
-        executor_class.check_optimizer(optimizer_class, max_grad_norm)
+    executor_class.check_optimizer(optimizer_class, max_grad_norm)
+
+
+def check_executor_runs_model(trainer_config: Dict[str, Any], model_config: Any) -> None:
+    """Refuse, from the config alone (before any data is read), a model the configured executor cannot
+    run (poptorch: generation in evaluation)."""
+    executor_class = _executor_class(trainer_config)
+    model_class = _block_type(model_config, Model)
+    if executor_class is not None and model_class is not None and isinstance(model_config, dict):
+        executor_class.check_model(model_class, model_config)
+
+
+def check_executor_available(trainer_config: Dict[str, Any]) -> None:
+    """Refuse, before any data is read, an executor whose backend cannot be imported here (poptorch
+    without the Poplar SDK); a dry run does not ask, it plans such a run on the CPU."""
+    executor_class = _executor_class(trainer_config)
+    if executor_class is not None:
+        try:
+            executor_class.check_available()
+        except ConfigurationError as error:
+            raise error.locate("trainer.executor.") from None
 
 
 def read_datasets(dataset_reader: DatasetReader, validation_dataset_reader: Optional[DatasetReader],
@@ -95,7 +125,7 @@ def read_datasets(dataset_reader: DatasetReader, validation_dataset_reader: Opti
         logger.info("Read %d %s instances from %s in %.1fs", len(datasets[name]), name, path,
                     time.perf_counter() - started)
         if not datasets[name]:
-            raise ConfigurationError(f"{path} holds no instances.", key=f"{name}_data_path")
+            raise ConfigurationError(f"{path} holds no instances.", key=path_key(name))
     return datasets
 
 
@@ -103,6 +133,7 @@ def build_vocabulary(vocabulary: Lazy[Vocabulary], datasets: Dict[str, Any], dat
                      vocab_dir: Path) -> Vocabulary:
     """The run's vocabulary: the one saved in `vocab_dir` when recovering a run, else one built from
     `datasets_for_vocab_creation` (default: every dataset read) and saved there."""
+    datasets_for_vocab_creation = expand_validation(datasets_for_vocab_creation, list(datasets))
     for_vocab = datasets_for_vocab_creation if datasets_for_vocab_creation is not None else list(datasets)
     unknown = [name for name in for_vocab if name not in datasets]
     if unknown:
@@ -127,14 +158,26 @@ def build_vocabulary(vocabulary: Lazy[Vocabulary], datasets: Dict[str, Any], dat
 
 
 def build_loaders(data_loader: Lazy[DataLoader], validation_data_loader: Optional[Lazy[DataLoader]],
-                  indexed: Dict[str, Any]) -> Tuple[DataLoader, Optional[DataLoader], Optional[DataLoader]]:
-    """The training loader, and the validation and test loaders (None without their data), which
-    follow `validation_data_loader`'s config, else `data_loader`'s."""
+                  indexed: Dict[str, Any]) -> Tuple[DataLoader, Any, Optional[DataLoader]]:
+    """The training loader, the validation loader (or {name: loader} for several sets; None without
+    validation data) and the test loader (None without its data); the evaluation loaders follow
+    `validation_data_loader`'s config, else `data_loader`'s."""
     train_loader = data_loader.construct(instances=indexed["train"])
     evaluation_config = (validation_data_loader or data_loader).params
-    validation_loader = evaluation_loader(evaluation_config, indexed["validation"]) if "validation" in indexed else None
+    validation = {set_name(name): evaluation_loader(evaluation_config, indexed[name])
+                  for name in validation_datasets(list(indexed))}
     test_loader = evaluation_loader(evaluation_config, indexed["test"]) if "test" in indexed else None
-    return train_loader, validation_loader, test_loader
+    return train_loader, validation.get("", validation or None), test_loader
+
+
+def validation_examples(postprocessor: Optional[Postprocessor], datasets: Dict[str, Any], model: Model) -> Any:
+    """How validations score examples with `postprocessor`: one `ExampleScoring`, or {name: scoring}
+    for several sets (None without a postprocessor or validation data)."""
+    if postprocessor is None:
+        return None
+    examples = {set_name(name): ExampleScoring(postprocessor, datasets[name].instances(), model)
+                for name in validation_datasets(list(datasets))}
+    return examples.get("", examples or None)
 
 
 def check_trainer_takes_examples(trainer: Trainer, examples: Optional[ExampleScoring]) -> None:
@@ -197,7 +240,7 @@ class TrainModel(Registrable):
         vocabulary: Lazy[Vocabulary] = Lazy(Vocabulary),
         datasets_for_vocab_creation: Optional[List[str]] = None,
         validation_dataset_reader: Optional[DatasetReader] = None,
-        validation_data_path: Optional[str] = None,
+        validation_data_path: Optional[Union[str, Dict[str, str]]] = None,
         validation_data_loader: Optional[Lazy[DataLoader]] = None,
         test_data_path: Optional[str] = None,
         evaluate_on_test: bool = False,
@@ -211,6 +254,9 @@ class TrainModel(Registrable):
 
         dataset_reader: reads `train_data_path` (and the other paths unless
             `validation_dataset_reader` is given).
+        validation_data_path: the data scored at every validation, or a mapping from names to paths
+            (several sets: each scored, its metrics named validation_<name>_<metric>, and
+            trainer.validation_metric may name one, e.g. "+<name>_accuracy").
         datasets_for_vocab_creation: which of train/validation/test the vocabulary is built from
             (default: the tokens of all that are given, the labels of the training data; a label
             that only another dataset has is then an error naming it).
@@ -225,9 +271,10 @@ class TrainModel(Registrable):
         trainer = with_tracker_callbacks(trainer, report_to)
         seed_everything(random_seed, numpy_seed, pytorch_seed)
         check_executor_runs_optimizer(trainer.params.as_dict())
+        check_executor_runs_model(trainer.params.as_dict(), model.params.as_dict())
         if evaluate_on_test and test_data_path is None:
             raise ConfigurationError("true needs a test_data_path.", key="evaluate_on_test")
-        paths = {"train": train_data_path, "validation": validation_data_path, "test": test_data_path}
+        paths = dataset_paths(train_data_path, validation_data_path, test_data_path)
         datasets = read_datasets(dataset_reader, validation_dataset_reader, paths, postprocessor is not None)
         vocab = build_vocabulary(vocabulary, datasets, datasets_for_vocab_creation,
                                  Path(serialization_dir) / VOCABULARY_DIR)
@@ -236,8 +283,7 @@ class TrainModel(Registrable):
         indexed = {name: dataset.indexed(vocab) for name, dataset in datasets.items()}
         train_loader, validation_loader, test_loader = build_loaders(data_loader, validation_data_loader, indexed)
         built_postprocessor = postprocessor.construct(vocab=vocab) if postprocessor is not None else None
-        examples = None if built_postprocessor is None or "validation" not in datasets else ExampleScoring(
-            built_postprocessor, datasets["validation"].instances(), built_model)
+        examples = validation_examples(built_postprocessor, datasets, built_model)
         built_trainer = trainer.construct(model=built_model, serialization_dir=serialization_dir, data_loader=train_loader,
                                           validation_data_loader=validation_loader, validation_examples=examples)
         check_trainer_takes_examples(built_trainer, examples)

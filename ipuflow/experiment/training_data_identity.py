@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Mapping, Optional
 
 from ipuflow.config import Params
 from ipuflow.data.columnar.cache import file_identity
@@ -24,8 +24,12 @@ IDENTITY_NAME = "training_data.json"
 
 def _identities(params: Params) -> Dict[str, Any]:
     identities: Dict[str, Any] = {}
-    for key in ("train_data_path", "validation_data_path"):
-        value = params.get(key)
+    paths = {"train_data_path": params.get("train_data_path")}
+    validation = params.get("validation_data_path")
+    # Several validation sets: each file is recorded under validation_data_path.<name>.
+    paths.update({f"validation_data_path.{name}": path for name, path in validation.items()} if isinstance(
+        validation, Mapping) else {"validation_data_path": validation})
+    for key, value in paths.items():
         if isinstance(value, str) and Path(value).expanduser().is_file():
             identity = file_identity(Path(value).expanduser())
             identity.pop("mtime_ns", None)

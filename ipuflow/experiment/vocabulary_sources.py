@@ -11,6 +11,7 @@ from typing import Any, List, Mapping, Optional, Sequence
 from ipuflow.config import ConfigurationError
 from ipuflow.data.fields import VocabCounter
 from ipuflow.data.vocabulary import DEFAULT_NON_PADDED_NAMESPACES, Vocabulary
+from ipuflow.experiment.validation_sets import path_key
 
 
 def counted_for_vocabulary(datasets: Mapping[str, Any], chosen: Optional[List[str]],
@@ -58,7 +59,7 @@ def refuse_unseen_labels(datasets: Mapping[str, Any], paths: Mapping[str, Option
             raise ConfigurationError(
                 f"{unseen}; the labels come from the training data ({paths['train']}). Fix the label, or list "
                 f"{name!r} in datasets_for_vocab_creation to train on the labels of the {name} data too.",
-                key=f"{name}_data_path",
+                key=path_key(name),
             )
 
 

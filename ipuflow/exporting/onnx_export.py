@@ -93,7 +93,10 @@ def sample_batches(archive: Any, input_path: Optional[str], batch_size: Optional
     from ipuflow.evaluation.inference import loader_from_config
 
     config = archive.config
-    path = input_path or config.get("validation_data_path") or config.get("train_data_path")
+    validation = config.get("validation_data_path")
+    if isinstance(validation, dict):  # several validation sets: the first one's data
+        validation = next(iter(validation.values()), None)
+    path = input_path or validation or config.get("train_data_path")
     if not path:
         raise ConfigurationError("export: the archived config names no validation_data_path; pass --input DATA_FILE "
                                  "for the sample inputs.")

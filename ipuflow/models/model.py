@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Dict, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Any, ClassVar, Dict, Mapping, Optional, Tuple
 
 import torch
 
 from ipuflow.config import Registrable
 from ipuflow.data.collate import IGNORE_LABEL
+
+if TYPE_CHECKING:
+    from ipuflow.execution.pipeline_layout import PipelineLayout
 
 __all__ = ["IGNORE_LABEL", "Model"]  # IGNORE_LABEL belongs to the data; models (and plugins) read it here too
 
@@ -31,6 +34,19 @@ class Model(torch.nn.Module, Registrable):
         """(config key, what it does) when this model's evaluation forward runs a loop whose length
         and stop depend on the values it computes (autoregressive generation), which an executor
         that compiles one static graph (poptorch) cannot run; None for a pure tensor computation."""
+        return None
+
+    @classmethod
+    def host_driven_evaluation_in(cls, config: Mapping[str, Any]) -> Optional[Tuple[str, str]]:
+        """`host_driven_evaluation` as the model's config block (its keys as written) already says,
+        before the model is built, so that a run is refused before it reads any data."""
+        return None
+
+    def pipeline_layout(self) -> Optional["PipelineLayout"]:
+        """The model's parts as an IPU pipeline places them (embeddings on IPU 0, layers spread by
+        `layers_per_ipu`, heads on the last IPU), so that the poptorch executor places it without
+        `pipeline_layers`; None when the model does not say. Asked only when a replica spans several
+        IPUs or every layer is checkpointed; a ConfigurationError here names the key to set instead."""
         return None
 
     def get_regularization_penalty(self) -> Optional[torch.Tensor]:

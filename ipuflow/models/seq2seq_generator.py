@@ -4,7 +4,7 @@ by generating."""
 from __future__ import annotations
 
 import logging
-from typing import Any, ClassVar, Dict, Optional, Tuple
+from typing import Any, ClassVar, Dict, Mapping, Optional, Tuple
 
 import torch
 
@@ -14,6 +14,7 @@ from ipuflow.data.local_pretrained import import_transformers_offline, is_archiv
 from ipuflow.data.vocabulary import Vocabulary
 from ipuflow.debug_mode import debug_enabled
 from ipuflow.models.huggingface.load_report import quiet_load_report
+from ipuflow.models.huggingface.transformer_layout import TransformerPipelineLayout
 from ipuflow.models.model import IGNORE_LABEL, Model
 
 logger = logging.getLogger(__name__)
@@ -27,7 +28,7 @@ def _attention_mask(mask: torch.Tensor) -> torch.Tensor:
 
 
 @Model.register("seq2seq_generator")
-class Seq2SeqGenerator(Model):
+class Seq2SeqGenerator(TransformerPipelineLayout, Model):
     """A sequence-to-sequence transformer over `tokens` (the source) and `target_tokens` (the target),
     as the `seq2seq` reader gives them. Nothing is downloaded. One of:
 
@@ -94,7 +95,12 @@ class Seq2SeqGenerator(Model):
 
     def host_driven_evaluation(self) -> Optional[Tuple[str, str]]:
         """With `generate`: transformers' generate(), one decoder call per new token until every row stops."""
-        if not self.generate:
+        return self.host_driven_evaluation_in({"generate": self.generate})
+
+    @classmethod
+    def host_driven_evaluation_in(cls, config: Mapping[str, Any]) -> Optional[Tuple[str, str]]:
+        """`generate` (true unless the block says otherwise) generates in evaluation."""
+        if config.get("generate", True) is not True:
             return None
         return "generate", ("the model generates text in evaluation with transformers' generate(), a loop of decoder "
                             "calls whose length and stop depend on the tokens it produced")

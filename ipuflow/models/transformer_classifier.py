@@ -12,11 +12,12 @@ from ipuflow.metrics import Metric
 from ipuflow.models.classifier import Classifier
 from ipuflow.models.huggingface.task import attention_mask
 from ipuflow.models.huggingface.loading import load_auto_model, model_from_config
+from ipuflow.models.huggingface.transformer_layout import TransformerPipelineLayout
 from ipuflow.models.model import Model
 
 
 @Model.register("transformer_classifier")
-class TransformerClassifier(Classifier):
+class TransformerClassifier(TransformerPipelineLayout, Classifier):
     """`AutoModelForSequenceClassification` over `tokens` (ids from a `pretrained_transformer`
     tokenizer) and `tokens_mask` (the attention mask), with one output per label in the vocabulary.
 

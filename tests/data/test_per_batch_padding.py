@@ -24,7 +24,7 @@ def eager_executor() -> NativeExecutor:
     return NativeExecutor(torch.nn.Linear(2, 2), None, training=False, device="cpu")
 
 
-def rounded(length: int, multiple: int = 8) -> int:
+def rounded(length: int, multiple: int = 1) -> int:
     return -(-length // multiple) * multiple
 
 
@@ -34,7 +34,8 @@ def test_the_eager_native_executor_gets_each_batch_padded_to_its_own_longest_lis
     assert loader.padding_plan()["padding"] == "fixed"  # until an executor says what it takes
     eager_executor().prepare(loader, compile=False)
     plan = loader.padding_plan()
-    assert plan == {"padding": "longest", "configured": "auto", "pad_to_multiple_of": 8, "truncate_at": 32,
+    # On a CPU each batch is padded to exactly its longest list: every padded position costs time there.
+    assert plan == {"padding": "longest", "configured": "auto", "pad_to_multiple_of": 1, "truncate_at": 32,
                     "because": "the executor runs any sequence length"}
     fixed = FixedShapeDataLoader(instances, batch_size=4, max_length=32, padding="fixed")
     lengths = set()
@@ -54,6 +55,27 @@ def test_pad_to_multiple_of_and_no_truncation_without_max_length():
     instances = [{"tokens": list(range(1, 1 + length)), "label": 0} for length in (3, 5, 13, 2, 0, 0)]
     loader = FixedShapeDataLoader(instances, batch_size=2, padding="longest", pad_to_multiple_of=4)
     assert [tuple(batch["tokens"].shape) for batch in loader] == [(2, 8), (2, 16), (2, 4)]  # empty lists: one multiple
+
+
+def test_the_length_multiple_follows_the_device_unless_configured():
+    instances = [{"tokens": list(range(1, 1 + length)), "label": 0} for length in (3, 5, 13, 2)]
+    eager = eager_executor()
+    assert eager.length_multiple == 1
+    follows = FixedShapeDataLoader(instances, batch_size=2)
+    # Before an executor prepares it, the plan says whose multiple it will take.
+    assert FixedShapeDataLoader(instances, batch_size=2, padding="longest").padding_plan()["pad_to_multiple_of"] == (
+        "the executor's (8 on CUDA, 1 on CPU)")
+    configured = FixedShapeDataLoader(instances, batch_size=2, pad_to_multiple_of=4)
+    for loader in (follows, configured):
+        eager.prepare(loader, compile=False)
+    assert [batch["tokens"].shape[1] for batch in follows] == [5, 13]
+    assert [batch["tokens"].shape[1] for batch in configured] == [8, 16]
+    # Tensor cores take lengths in multiples of 8: the executor on a CUDA device asks for that.
+    on_cuda = object.__new__(NativeExecutor)
+    on_cuda._device = torch.device("cuda")
+    assert on_cuda.length_multiple == 8
+    follows.set_length_multiple(on_cuda.length_multiple)
+    assert [batch["tokens"].shape[1] for batch in follows] == [8, 16]
 
 
 @pytest.mark.parametrize("executor_options", [{"compile": True}, None], ids=["native-compile", "poptorch"])

@@ -49,7 +49,7 @@ def component_keys(base: str, name: str) -> Dict[str, str]:
 
 # Where a dotted reference in the ipuflow column points: (prefixes, the components listing its keys).
 SECTIONS: List[Tuple[Tuple[str, ...], List[Tuple[str, str]]]] = [
-    (("trainer.executor.", "executor."), [("executor", "poptorch")]),
+    (("trainer.executor.", "executor."), [("executor", "poptorch"), ("executor", "native")]),
     (("trainer.learning_rate_scheduler.", "learning_rate_scheduler."), [("lr_scheduler", "linear_with_warmup"),
                                                                         ("lr_scheduler", "cosine_with_warmup")]),
     (("trainer.checkpointer.", "checkpointer."), [("Checkpointer", "default")]),

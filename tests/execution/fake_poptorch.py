@@ -45,10 +45,16 @@ are the commits the search index lists for those paths, see docs/execution.md):
   lowers to one; a loss used by a later loss is folded into it, and exactly one independent loss
   must remain ("Couldn't find a loss in graph!", "Multiple independent losses found in graph");
 * attached executables hold IPUs from one pool per process (`_IPU_POOL`, 64 by default or
-  ``IPUFLOW_STAND_IN_IPUS``; tests lower it): compiling or attaching without enough free IPUs fails
-  with poptorch's "Failed to acquire N IPU(s)";
+  ``IPUFLOW_STAND_IN_IPUS``; tests lower it, 0 is a host without IPUs): compiling or attaching
+  without enough free IPUs fails with poptorch's "Failed to acquire N IPU(s)"; an executable compiled
+  for an offline target (`useOfflineIpuTarget`, python/options.py: ConnectionType.Never) acquires none,
+  and running it fails as poptorch's `PoplarExecutor.__call__` asserts;
 * `setOptimizer` refuses a parameter group without a mandatory attribute, and a new optimizer
-  object without state of its own takes over the moments held on the device.
+  object without state of its own takes over the moments held on the device;
+* the device draws its random numbers (dropout masks) from a generator of its own, seeded at compile
+  by `randomSeed` (at random without it) and untouched by the host's `torch.manual_seed`; it is read
+  and written through `PoplarExecutor.rng_state` once compiled (python/_poplar_executor.py
+  `rng_state`, which poptorch reads back on detach and writes again on attach).
 """
 
 from __future__ import annotations
@@ -201,6 +207,7 @@ class Options:
         self.output_mode = OutputMode.Default
         self.output_return_period = 1
         self.random_seed: Optional[int] = None
+        self.offline_ipu_version: Optional[int] = None  # set by useOfflineIpuTarget: compile only, no IPU attached
         self._training = _TrainingOptions(self)
         self._precision = _PrecisionOptions(self)
         self._tensor_locations = _TensorLocationOptions(self)
@@ -271,6 +278,13 @@ class Options:
         assert isinstance(strategy, PipelinedExecution)
         return self
 
+    def useOfflineIpuTarget(self, ipu_version: int = 2) -> "Options":
+        # python/options.py: connectionType(Never) and the IPU version compiled for; the executable can
+        # be compiled (and cached) without any IPU, never run.
+        self._record("useOfflineIpuTarget", ipu_version)
+        self.offline_ipu_version = ipu_version
+        return self
+
     def defaultOutputMode(self) -> bool:
         return self.output_mode == OutputMode.Default
 
@@ -281,7 +295,8 @@ class Options:
     def __deepcopy__(self, memo: Dict[int, Any]) -> "Options":
         cloned = Options()
         cloned.calls = list(self.calls)
-        for key in ("device_iterations", "replication_factor", "output_mode", "output_return_period", "random_seed"):
+        for key in ("device_iterations", "replication_factor", "output_mode", "output_return_period", "random_seed",
+                    "offline_ipu_version"):
             setattr(cloned, key, getattr(self, key))
         for key in ("gradient_accumulation", "reduction_type", "auto_loss_scaling"):
             object.__setattr__(cloned.Training, key, getattr(self.Training, key))
@@ -301,7 +316,7 @@ def identity_loss(x: torch.Tensor, reduction: str) -> torch.Tensor:
     else:
         raise ValueError(f"identity_loss: unknown reduction {reduction!r}")
     if _LossGraph.recording:
-        _LossGraph.recording[-1].losses.append(loss)
+        _LossGraph.recording[-1].add_loss(loss, x)
     return loss
 
 
@@ -622,25 +637,54 @@ def _automatic_loss_scale(scale: float, gradients: List[Tuple[torch.dtype, torch
     return min(new, _ALS_MAX_HALF_SCALE) if half else new
 
 
-_LOWERED_LOSSES = frozenset({
-    torch.nn.functional.l1_loss, torch.nn.functional.nll_loss, torch.nn.functional.cross_entropy,
-    torch.nn.functional.mse_loss, torch.nn.functional.binary_cross_entropy, torch.nn.functional.kl_div,
-    torch.nn.functional.poisson_nll_loss,
-})
-"""The torch loss functions poptorch lowers to an identity loss with their reduction
-(poptorch/source/popart_canonicalization/LossOps.cpp [b5f9c35d]: l1_loss, nll_loss, mse_loss,
-binary_cross_entropy, kl_div, poisson_nll_loss; cross_entropy is log_softmax then nll_loss)."""
+_LOSS_OPS = (
+    # poptorch scripts/PopAtenHandlers.py (generating popart_canonicalization/AtenHandlers.gen.cpp [0d273e38]):
+    # the handlers that end in op.identityloss.
+    "hinge_embedding_loss", "l1_loss", "margin_ranking_loss", "mse_loss", "smooth_l1_loss", "soft_margin_loss",
+    # poptorch/source/popart_canonicalization/LossOps.cpp [096da7a6] `registration()`: cross_entropy_loss
+    # (log_softmax then nll_loss), nll_loss_nd, binary_cross_entropy, kl_div, poisson_nll_loss,
+    # binary_cross_entropy_with_logits, cosine_embedding_loss, triplet_margin_loss, ctc_loss. Its
+    # multilabel_soft_margin_loss handler is left out: torch's function never calls that aten op
+    # (LossOps.cpp says so, T30688), so the ops it decomposes into are no loss node.
+    "cross_entropy", "nll_loss", "binary_cross_entropy", "kl_div", "poisson_nll_loss",
+    "binary_cross_entropy_with_logits", "cosine_embedding_loss", "triplet_margin_loss", "ctc_loss",
+)
+"""The aten ops poptorch lowers to an identity loss with their reduction (anything else, huber_loss
+and gaussian_nll_loss included, is plain arithmetic to it)."""
+
+_LOWERED_LOSSES = frozenset(
+    function for name in _LOSS_OPS for function in (getattr(torch.nn.functional, name, None), getattr(torch, name, None))
+    if function is not None
+)
+"""The Python functions that reach those ops: `torch.nn.functional`'s and torch's own (a loss module
+calls the former)."""
+
+
+def _tensors(value: Any) -> List[torch.Tensor]:
+    """The tensors in `value`, nested in tuples, lists and dicts."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [tensor for item in value for tensor in _tensors(item)]
+    if isinstance(value, dict):
+        return [tensor for item in value.values() for tensor in _tensors(item)]
+    return []
 
 
 class _LossGraph(TorchFunctionMode):
-    """Records the loss nodes of one traced forward: `identity_loss` results and the results of the
-    torch loss functions poptorch lowers to one."""
+    """The loss nodes of one traced forward (`identity_loss` results and the results of the torch loss
+    functions poptorch lowers to one) and, for every tensor the forward computes, the loss nodes it
+    was computed from: the use-def chains RemoveSurplusIdentityLosses.cpp follows, through every op
+    (detach and integer ops included, which autograd does not see)."""
 
     recording: List["_LossGraph"] = []
 
     def __init__(self) -> None:
         super().__init__()
         self.losses: List[torch.Tensor] = []
+        self._used: set = set()  # indices of loss nodes a later loss node uses
+        self._sources: Dict[int, frozenset] = {}  # id(tensor) -> indices of the loss nodes it comes from
+        self._alive: List[torch.Tensor] = []  # keeps the ids in _sources from being reused while recording
 
     def __enter__(self) -> "_LossGraph":
         _LossGraph.recording.append(self)
@@ -650,42 +694,45 @@ class _LossGraph(TorchFunctionMode):
         _LossGraph.recording.pop()
         super().__exit__(*exc)
 
+    def _sources_of(self, value: Any) -> frozenset:
+        return frozenset().union(*(self._sources.get(id(tensor), frozenset()) for tensor in _tensors(value)))
+
+    def _tag(self, value: Any, sources: frozenset) -> None:
+        for tensor in _tensors(value):
+            self._sources[id(tensor)] = self._sources.get(id(tensor), frozenset()) | sources
+            self._alive.append(tensor)
+
+    def add_loss(self, loss: torch.Tensor, inputs: Any) -> None:
+        """Record `loss` as a loss node computed from `inputs` (whose loss nodes it uses)."""
+        self._used |= self._sources_of(inputs)
+        self._tag(loss, frozenset({len(self.losses)}))
+        self.losses.append(loss)
+
     def __torch_function__(self, func: Callable, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        result = func(*args, **(kwargs or {}))
+        kwargs = kwargs or {}
+        result = func(*args, **kwargs)
         if func in _LOWERED_LOSSES:
-            self.losses.append(result)
+            self.add_loss(result, (args, kwargs))
+        else:
+            sources = self._sources_of((args, kwargs))
+            if sources:
+                self._tag(result, sources)
         return result
 
     def final_loss(self) -> torch.Tensor:
         """The loss the device differentiates, as poptorch/source/RemoveSurplusIdentityLosses.cpp
-        [12ca07cb] picks it: a loss node used by a later loss node is folded into that one; exactly one
-        independent loss must remain. An unreduced ("none") loss is differentiated with a gradient of
-        one for every element: as the sum of its elements."""
+        [12ca07cb] picks it: a loss node used by a later loss node is folded into it
+        (`traverseUseDef`); exactly one independent loss must remain, with that file's messages. An
+        unreduced ("none") loss is differentiated with a gradient of one for every element: as the
+        sum of its elements."""
         if not self.losses:
             raise RuntimeError("Couldn't find a loss in graph!")
-        ancestors = [_autograd_ancestors(loss) for loss in self.losses]
-        independent = [
-            loss for index, loss in enumerate(self.losses)
-            if not any(loss.grad_fn is not None and loss.grad_fn in later for other, later in enumerate(ancestors) if other != index)
-        ]
+        independent = [loss for index, loss in enumerate(self.losses) if index not in self._used]
         if len(independent) != 1:
             raise RuntimeError("Multiple independent losses found in graph. Graph must have one final loss. "
                                "Wrap final graph loss in poptorch.identityLoss.")
         loss = independent[0]
         return loss if loss.dim() == 0 else loss.sum()
-
-
-def _autograd_ancestors(tensor: torch.Tensor) -> set:
-    """Every autograd node `tensor` was computed from (its own node excluded)."""
-    seen: set = set()
-    pending = [tensor.grad_fn] if tensor.grad_fn is not None else []
-    while pending:
-        node = pending.pop()
-        for parent, _ in node.next_functions:
-            if parent is not None and parent not in seen:
-                seen.add(parent)
-                pending.append(parent)
-    return seen
 
 
 class _IpuPool:
@@ -723,6 +770,19 @@ def _ipus_needed(model: torch.nn.Module, options: "Options") -> int:
     return 1 << (needed - 1).bit_length()
 
 
+def _seeded_device_rng(seed: Optional[int]) -> List[int]:
+    """The device's seed and generator state after compile: `randomSeed`'s seed, which poptorch sends
+    to the device only when it was set (popart_compiler/source/Compiler.cpp [c2a8b177]
+    compileAndPrepareDevice: "Set the random seed (if one was provided)"). What an unseeded device
+    starts from is not poptorch's to say, so the stand-in draws a seed at random: a test that needs
+    repeatable masks must seed the device."""
+    if seed is None:
+        seed = int.from_bytes(os.urandom(8), "little")
+    generator = torch.Generator()
+    generator.manual_seed(seed)
+    return [seed] + generator.get_state().tolist()
+
+
 class PoplarExecutor:
     """A CPU emulation of poptorch's PoplarExecutor with separate "device" weights and optimizer state."""
 
@@ -745,6 +805,7 @@ class PoplarExecutor:
         self._input_spec: Optional[Dict[str, Tuple[torch.Size, torch.dtype]]] = None
         self._attached = False
         self._ipus = 0  # IPUs the compiled executable acquires
+        self._rng: Optional[List[int]] = None  # the device's random seed and generator state, from compile
         self._host_weights_version = -1
         self.set_optimizer_calls = 0
         # What the compile trace saw (test helpers, not poptorch's): blocks in the order entered,
@@ -789,17 +850,22 @@ class PoplarExecutor:
         self._input_spec = {key: self._narrow(key, value) for key, value in inputs.items()}
         self._check_return_period()
         self._trace(inputs)
-        # Compiling acquires the IPUs (connection type Always) before the engine loads.
         self._ipus = _ipus_needed(self._model, self._options)
-        _IPU_POOL.acquire(self, self._ipus)
+        offline = self._options.offline_ipu_version is not None
+        if not offline:
+            # Compiling acquires the IPUs (connection type Always) before the engine loads; an offline
+            # target (ConnectionType.Never) loads no engine (python/_poplar_executor.py _compile).
+            _IPU_POOL.acquire(self, self._ipus)
         # The trace is the modules as they are now, modes included: poptorch never calls .train()
         # (PoplarExecutor._compileWithDispatch calls the wrapped model as it is, python/_poplar_executor.py
         # [1ec449d6]); the "device" keeps that trace until it is destroyed.
         self._device_model = copy.deepcopy(self._model)
+        self._rng = _seeded_device_rng(self._options.random_seed)
         if self._training:
             self._build_device_optimizer()
-        self._attached = True
-        self._on_device_attach()
+        if not offline:
+            self._attached = True
+            self._on_device_attach()
         self._save_to_executable_cache()
 
     def _trace(self, inputs: Dict[str, torch.Tensor]) -> None:
@@ -952,6 +1018,21 @@ class PoplarExecutor:
                 self._device_optimizer.state[self._updated[name]][state_key] = value.clone()
         optimizer.ipu_state_is_dirty = False
 
+    @property
+    def rng_state(self) -> List[int]:
+        """The device's random seed and generator state, ``[seed, *state]`` (python/_poplar_executor.py
+        `rng_state`: compiled models only; poptorch reads it from the device, the stand-in keeps it)."""
+        if not self.isCompiled():
+            raise RuntimeError(NO_EXECUTABLE_ERR)
+        assert self._rng is not None
+        return list(self._rng)
+
+    @rng_state.setter
+    def rng_state(self, state: List[int]) -> None:
+        if not self.isCompiled():
+            raise RuntimeError(NO_EXECUTABLE_ERR)
+        self._rng = list(state)
+
     def isCompiled(self) -> bool:
         return self._device_model is not None
 
@@ -1043,10 +1124,14 @@ class PoplarExecutor:
         self._device_model = None
         self._device_optimizer = None
         self._input_spec = None
+        self._rng = None
         self._attached = False
         _IPU_POOL.release(self)
 
     def __call__(self, *args: Any, **kwargs: torch.Tensor) -> Dict[str, torch.Tensor]:
+        if self._options.offline_ipu_version is not None:  # python/_poplar_executor.py __call__
+            raise AssertionError("Trying to run a model on an offline device (ConnectionType.Never): use "
+                                 "model.compile(inputs) instead of model(inputs)")
         if args:
             raise NotImplementedError("the stand-in takes keyword inputs only")
         inputs = kwargs
@@ -1067,7 +1152,11 @@ class PoplarExecutor:
         if not self._training and self._host_weights_version != getattr(self._user_model, "_fake_host_weights_version", 0):
             self.copyWeightsToDevice()  # the training model moved the weights on; pick them up
         self._write_optimizer_state_if_needed()
-        outputs = self._run(inputs)
+        with torch.random.fork_rng(devices=[]):  # the device draws from its own generator, never the host's
+            assert self._rng is not None
+            torch.set_rng_state(torch.tensor(self._rng[1:], dtype=torch.uint8))
+            outputs = self._run(inputs)
+            self._rng = self._rng[:1] + torch.get_rng_state().tolist()
         if isinstance(self._optimizer, _PoptorchOptimizer):
             self._optimizer.host_state_is_dirty = True  # the device state moved on
         return outputs

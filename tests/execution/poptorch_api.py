@@ -79,6 +79,7 @@ SIGNATURES: Dict[str, Tuple[str, str]] = {
     "Options.enableExecutableCaching": ("(self, path)", "options"),
     "Options.setAvailableMemoryProportion": ("(self, available_memory_proportion)", "options"),
     "Options.setExecutionStrategy": ("(self, strategy)", "options"),
+    "Options.useOfflineIpuTarget": ("(self, ipu_version=2)", "options"),
     "Options.clone": ("(self)", "options"),
     "options._TrainingOptions.gradientAccumulation": ("(self, gradient_accumulation)", "options"),
     "options._TrainingOptions.accumulationAndReplicationReductionType": ("(self, reduction_type)", "options"),
@@ -132,6 +133,7 @@ PROPERTIES: Dict[str, str] = {
     "Options.TensorLocations": "options",
     "PoplarExecutor.options": "poplar_executor",
     "PoplarExecutor.model": "poplar_executor",
+    "PoplarExecutor.rng_state": "poplar_executor",
 }
 
 SUBCLASSES: Dict[str, Tuple[str, str]] = {
@@ -164,7 +166,7 @@ EXECUTOR_USES = frozenset({
     "trainingModel", "inferenceModel", "BeginBlock", "removeBlocks", "recomputationCheckpoint", "identity_loss",
     "Options.__init__", "Options.autoRoundNumIPUs", "Options.deviceIterations", "Options.replicationFactor",
     "Options.outputMode", "Options.randomSeed", "Options.enableExecutableCaching", "Options.setAvailableMemoryProportion",
-    "Options.setExecutionStrategy", "options._TrainingOptions.gradientAccumulation",
+    "Options.setExecutionStrategy", "Options.useOfflineIpuTarget", "options._TrainingOptions.gradientAccumulation",
     "options._TrainingOptions.accumulationAndReplicationReductionType", "options._TrainingOptions.setAutomaticLossScaling",
     "options._PrecisionOptions.enableStochasticRounding", "options._PrecisionOptions.setPartialsType",
     "options._TensorLocationOptions.setOptimizerLocation", "TensorLocationSettings.useOnChipStorage",

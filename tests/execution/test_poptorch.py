@@ -213,6 +213,58 @@ def test_optimizer_state_resumes_exactly_through_poptorchs_own_format(name):
         assert torch.equal(value, expected[key]), key
 
 
+class DropoutRegression(Regression):
+    """The regression model with dropout on its inputs: each step draws masks from the device's generator."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.dropout = torch.nn.Dropout(0.5)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor):  # type: ignore[override]
+        return super().forward(self.dropout(x), y)
+
+
+def test_the_device_rng_is_its_own_and_a_resume_restores_it():
+    # Issue 34, point 2: poptorch keeps the device's random state apart from the host's
+    # (PoplarExecutor.rng_state); a resumed run must draw the dropout masks the uninterrupted one drew.
+    def build(model):
+        return PoptorchExecutor(model, torch.optim.SGD(model.parameters(), lr=0.1), seed=3)
+
+    model = DropoutRegression()
+    executor = build(model)
+    executor(regression_batch(4, seed=0))
+    executor.copy_weights_to_host()
+    state = executor.state_dict()
+    assert state["device_rng"]["seed"] == 3 and state["device_rng"]["state"].dtype == torch.int64
+    weights = {key: value.clone() for key, value in model.state_dict().items()}
+    host = torch.get_rng_state()
+    executor(regression_batch(4, seed=1))
+    assert torch.equal(torch.get_rng_state(), host), "a step draws nothing from the host's generator"
+    executor.copy_weights_to_host()
+    expected = {key: value.clone() for key, value in model.state_dict().items()}
+
+    torch.manual_seed(12345)  # the host's generator, reseeded, does not reach the device
+    resumed_model = DropoutRegression()
+    resumed_model.load_state_dict(weights)
+    resumed = build(resumed_model)
+    resumed.load_state_dict(state)  # before compile: applied when it compiles, as poptorch's setter needs
+    resumed(regression_batch(4, seed=1))
+    resumed.copy_weights_to_host()
+    for key, value in resumed_model.state_dict().items():
+        assert torch.equal(value, expected[key]), key
+
+
+def test_without_a_seed_the_device_is_seeded_from_the_hosts_seed_without_moving_the_host():
+    # PopART seeds the device only when randomSeed is set (popart_compiler Compiler.cpp): the executor
+    # always sets one, so that two runs with the same pytorch_seed draw the same masks.
+    torch.manual_seed(7)
+    model = Regression()
+    host = torch.get_rng_state()
+    executor = PoptorchExecutor(model, torch.optim.SGD(model.parameters(), lr=0.1))
+    assert executor.poptorch_options.random_seed == 7
+    assert torch.equal(torch.get_rng_state(), host)
+
+
 def test_the_stand_in_loads_only_poptorch_format_optimizer_state():
     model = Regression()
     optimizer = fake_poptorch.optim.Adam(model.parameters(), lr=0.1)

@@ -187,6 +187,9 @@ def _exercise_the_executor() -> None:
                                 output_period=2, device_iterations=2)
     executor({"x": torch.randn(12, 4), "y": torch.randn(12, 4)})
     executor.inference_executor()({"x": torch.randn(4, 4), "y": torch.randn(4, 4)})
+    model = Regression()  # --compile-only: an offline IPU target
+    offline = PoptorchExecutor(model, torch.optim.SGD(model.parameters(), lr=0.1), compile_only=True, offline_ipu_version=21)
+    offline.compile(regression_batch(2))
 
 
 @needs_cpu_half_kernels  # the exercise includes a half model

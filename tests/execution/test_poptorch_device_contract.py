@@ -164,6 +164,69 @@ def test_the_stand_in_refuses_several_independent_losses_as_poptorch_does():
         poplar(**regression_batch(2))
 
 
+class AuxiliaryLoss(Regression):
+    """The regression loss plus an auxiliary loss returned beside it (not added into it)."""
+
+    def __init__(self, auxiliary: str) -> None:
+        super().__init__()
+        self.auxiliary = auxiliary
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> Dict[str, torch.Tensor]:  # type: ignore[override]
+        outputs = super().forward(x, y)
+        prediction = self.linear(x)
+        target = (y > 0).float()
+        functional = torch.nn.functional
+        auxiliary = {
+            "binary_cross_entropy_with_logits": lambda: functional.binary_cross_entropy_with_logits(prediction, target),
+            "smooth_l1_loss": lambda: functional.smooth_l1_loss(prediction, y),
+            "soft_margin_loss": lambda: functional.soft_margin_loss(prediction, target * 2 - 1),
+            "hinge_embedding_loss": lambda: functional.hinge_embedding_loss(prediction, target * 2 - 1),
+            "margin_ranking_loss": lambda: functional.margin_ranking_loss(prediction, y, target * 2 - 1),
+            "cosine_embedding_loss": lambda: functional.cosine_embedding_loss(prediction, y, target[:, 0] * 2 - 1),
+            "triplet_margin_loss": lambda: functional.triplet_margin_loss(prediction, y, -y),
+            "huber_loss": lambda: functional.huber_loss(prediction, y),
+        }[self.auxiliary]()
+        return {**outputs, "auxiliary": auxiliary}
+
+
+# poptorch lowers these to loss nodes: scripts/PopAtenHandlers.py (AtenHandlers.gen.cpp) and
+# poptorch/source/popart_canonicalization/LossOps.cpp.
+LOWERED_AUXILIARY = ["binary_cross_entropy_with_logits", "smooth_l1_loss", "soft_margin_loss", "hinge_embedding_loss",
+                     "margin_ranking_loss", "cosine_embedding_loss", "triplet_margin_loss"]
+
+
+@pytest.mark.parametrize("auxiliary", LOWERED_AUXILIARY)
+def test_an_auxiliary_loss_poptorch_lowers_is_a_second_independent_loss(auxiliary):
+    # Issue 34, point 5: the stand-in knew 7 loss functions, so such a model trained on it and failed on poptorch.
+    model = AuxiliaryLoss(auxiliary)
+    executor = PoptorchExecutor(model, torch.optim.SGD(model.parameters(), lr=0.1))
+    with pytest.raises(RuntimeError, match=r"^Multiple independent losses found in graph\. Graph must have one final "
+                                           r"loss\. Wrap final graph loss in poptorch\.identityLoss\.$"):
+        executor(regression_batch(2))
+
+
+def test_a_loss_function_poptorch_does_not_lower_is_no_loss_node():
+    # huber_loss has no handler in poptorch (it is not smooth_l1_loss there): no second loss.
+    model = AuxiliaryLoss("huber_loss")
+    PoptorchExecutor(model, torch.optim.SGD(model.parameters(), lr=0.1))(regression_batch(2))
+
+
+class DetachedAuxiliary(Regression):
+    """A loss whose value reaches the reported loss only through `detach` (a use in poptorch's graph,
+    which autograd does not see)."""
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> Dict[str, torch.Tensor]:  # type: ignore[override]
+        outputs = super().forward(x, y)
+        auxiliary = torch.nn.functional.l1_loss(self.linear(x), y)
+        return {**outputs, "loss": outputs["loss"] + 0.0 * auxiliary.detach()}
+
+
+def test_a_loss_used_by_the_final_loss_through_any_op_is_folded_as_poptorch_folds_it():
+    # RemoveSurplusIdentityLosses.cpp follows every use of a loss node (traverseUseDef), detach included.
+    model = DetachedAuxiliary()
+    PoptorchExecutor(model, torch.optim.SGD(model.parameters(), lr=0.1))(regression_batch(2))
+
+
 def test_the_stand_in_differentiates_an_unreduced_loss_as_the_sum_of_its_elements():
     model = PerRowLoss()
     reference = copy.deepcopy(model)

@@ -125,10 +125,37 @@ def test_a_block_placed_in_the_model_before_poptorch_is_imported_is_honoured(mon
     assert executor.poplar_executor.pipeline_stages == 3
 
 
-def test_a_model_block_counts_as_a_pipeline_stage_when_the_executor_is_built():
+def test_a_model_block_counts_as_a_pipeline_stage_before_the_program_compiles():
     model = HeadOnSecondIpu()
+    executor = PoptorchExecutor(model, _sgd(model), ipus_per_replica=2, gradient_accumulation=2)
     with pytest.raises(ConfigurationError, match="^gradient_accumulation: .*2 pipeline stages"):
-        PoptorchExecutor(model, _sgd(model), ipus_per_replica=2, gradient_accumulation=2)
+        executor(_batch(2))
+    assert not executor.is_compiled
+
+
+class HeadRegisteredFirst(torch.nn.Module):
+    """Registers its head (IPU 1) before its body (IPU 0), and runs the body first: two stages."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.head = torch.nn.Linear(4, 4)
+        self.body = torch.nn.Linear(4, 4)
+        ipu_ops.BeginBlock(self.head, "head", ipu_id=1)
+        ipu_ops.BeginBlock(self.body, "body", ipu_id=0)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> Dict[str, torch.Tensor]:
+        x = self.head(self.body(x))
+        return {"out": x, "loss": torch.nn.functional.mse_loss(x, y)}
+
+
+def test_stages_are_counted_in_the_order_the_forward_pass_runs_them():
+    # Issue 34, point 6: counted in registration order, this valid model was refused as
+    # "3 pipeline stages (IPU 0 → 1 → 0)"; it runs IPU 0 then IPU 1, which poptorch compiles with 3.
+    model = HeadRegisteredFirst()
+    executor = PoptorchExecutor(model, _sgd(model), ipus_per_replica=2, gradient_accumulation=3)
+    executor(_batch(3))
+    assert executor.poplar_executor.placements == [("body", 0), ("head", 1)]
+    assert executor.poplar_executor.pipeline_stages == 3
 
 
 def test_model_blocks_and_placed_layers_both_reach_poptorch():
@@ -163,6 +190,19 @@ class ScopedHead(Stack):
             x = self.head(x)
             loss = torch.nn.functional.mse_loss(x, y)
         return {"out": x, "loss": loss}
+
+
+def test_a_block_scope_in_forward_is_checked_before_the_program_compiles():
+    # Issue 34, point 6: scopes were not pre-checked; poptorch itself refused the compile.
+    model = ScopedHead()
+    executor = PoptorchExecutor(model, _sgd(model), gradient_accumulation=2, ipus_per_replica=2, pipeline_layers="layers",
+                                layers_per_ipu=[1, 0])
+    with pytest.raises(ConfigurationError, match=r"^gradient_accumulation: .*2 pipeline stages \(IPU 0 → 1\).*>= 3"):
+        executor(_batch(2))
+    model = ScopedHead()
+    executor = PoptorchExecutor(model, _sgd(model), gradient_accumulation=3, pipeline_layers="layers", layers_per_ipu=[1])
+    with pytest.raises(ConfigurationError, match=r"^ipus_per_replica: .*'scoped' on IPU 1"):
+        executor(_batch(3))
 
 
 def test_a_block_scope_in_forward_reaches_poptorch():

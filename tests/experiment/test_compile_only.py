@@ -38,9 +38,10 @@ def _report(out: str) -> dict:
     return json.loads(out)  # stdout is the JSON report alone, for `| jq`; the summary lines go to stderr
 
 
-def _ipuflow(*args: str, stand_in: bool = False, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+def _ipuflow(*args: str, stand_in: bool = False, cwd: Path = ROOT, ipus: int = 64) -> subprocess.CompletedProcess:
+    """ipuflow ARGS in a subprocess; with `stand_in`, on a stand-in machine with `ipus` IPUs."""
     command = [sys.executable, "-c", WITH_STAND_IN] if stand_in else [sys.executable, "-m", "ipuflow"]
-    environment = {**os.environ, "PYTHONPATH": str(ROOT)}
+    environment = {**os.environ, "PYTHONPATH": str(ROOT), "IPUFLOW_STAND_IN_IPUS": str(ipus)}
     return subprocess.run(command + list(args), capture_output=True, text=True, cwd=cwd, env=environment, timeout=600)
 
 
@@ -69,7 +70,7 @@ def test_compile_only_on_the_eager_executor_reports_per_batch_padding(tiny_data,
     config = _write_config(tmp_path, tiny_data, {"length_buckets": [4, 8]}, num_epochs=1)
     assert run(["train", str(config), "-s", str(tmp_path / "run"), "--compile-only"]) == 0
     training = {entry["loader"]: entry for entry in _report(capsys.readouterr().out)["compiled"]}["training"]
-    assert training["padding"] == {"padding": "longest", "configured": "auto", "pad_to_multiple_of": 8, "truncate_at": 8,
+    assert training["padding"] == {"padding": "longest", "configured": "auto", "pad_to_multiple_of": 1, "truncate_at": 8,
                                    "because": "the executor runs any sequence length"}
     assert len(training["input_shapes"]) == 1  # every length is taken: one sample fixes keys and dtypes
 
@@ -133,13 +134,47 @@ def test_compile_only_on_poptorch_fills_the_executable_cache(tiny_data, tmp_path
     report = _report(done.stdout)
     assert report["backend"] == "poptorch"
     by_loader = {entry["loader"]: entry for entry in report["compiled"]}
-    assert by_loader["training"]["compiled"] == f"poptorch compiled the training executable, cached in {cache}"
-    assert by_loader["validation"]["compiled"] == f"poptorch compiled the inference executable, cached in {cache}"
+    offline = "for an offline Mk2 IPU (ipu_version 2, no IPU attached)"
+    assert by_loader["training"]["compiled"] == f"poptorch compiled the training executable {offline}, cached in {cache}"
+    assert by_loader["validation"]["compiled"] == f"poptorch compiled the inference executable {offline}, cached in {cache}"
     # Training runs 2 device iterations of 4: one combined batch of 8; inference one micro-batch of 4.
     assert by_loader["training"]["input_shapes"] == [{"tokens": [8, 8], "tokens_mask": [8, 8], "label": [8]}]
     assert by_loader["validation"]["input_shapes"][0]["tokens"] == [8, 8]
     entries = sorted(path.read_text() for path in cache.glob("*.popef"))
     assert len(entries) == 2 and entries[0].startswith("(False") and entries[1].startswith("(True")
+
+
+@pytest.mark.parametrize("version, name", [(2, "Mk2"), (21, "Bow")])
+def test_compile_only_on_poptorch_compiles_for_an_offline_ipu_on_a_host_without_ipus(tiny_data, tmp_path, version, name):
+    # Issue 34, point 3: optimum's compile_only sets useOfflineIpuTarget (ipu_configuration.py to_options);
+    # without it, poptorch attaches at compile and a host without IPUs fails ("Failed to acquire 1 IPU(s)").
+    executor = {"type": "poptorch", "offline_ipu_version": version}
+    config = _write_config(tmp_path, tiny_data, {"max_length": 8}, executor=executor)
+    done = _ipuflow("train", str(config), "-s", str(tmp_path / "run"), "--compile-only", stand_in=True, ipus=0)
+    assert done.returncode == 0, done.stderr[-3000:]
+    by_loader = {entry["loader"]: entry for entry in _report(done.stdout)["compiled"]}
+    assert by_loader["training"]["compiled"] == (f"poptorch compiled the training executable for an offline {name} IPU "
+                                                 f"(ipu_version {version}, no IPU attached) (executable_cache_dir is not "
+                                                 "set: not cached)")
+    assert set(by_loader) == {"training", "validation", "test"}
+
+
+def test_training_on_a_host_without_ipus_still_fails_to_acquire_one(tiny_data, tmp_path):
+    config = _write_config(tmp_path, tiny_data, {"max_length": 8}, executor={"type": "poptorch"})
+    done = _ipuflow("train", str(config), "-s", str(tmp_path / "run"), stand_in=True, ipus=0)
+    assert done.returncode == 1 and "Failed to acquire 1 IPU(s)" in done.stderr
+
+
+def test_compile_only_without_poptorch_says_so_before_reading_any_data(tiny_data, tmp_path):
+    # Issue 36, point 6: it read all the data (22 s on the NER config) before saying poptorch was missing.
+    config = json.loads(_write_config(tmp_path, tiny_data, {"max_length": 8}, executor={"type": "poptorch"}).read_text())
+    config["train_data_path"] = str(tmp_path / "missing.jsonl")  # reading any data would fail
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    done = _ipuflow("train", str(path), "-s", str(tmp_path / "run"), "--compile-only")
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert "trainer.executor.type: 'poptorch' needs the poptorch package" in done.stderr
+    assert "missing.jsonl" not in done.stderr and "Traceback" not in done.stderr
 
 
 def test_compile_only_on_poptorch_stops_on_length_buckets_as_training_would(tiny_data, tmp_path):
@@ -155,7 +190,8 @@ def test_compile_only_with_an_optimum_ipu_config_fills_its_cache_in_the_working_
     config = _write_config(tmp_path, tiny_data, {"max_length": 8}, executor={"type": "poptorch", "ipu_config": "ipu_config.json"})
     done = _ipuflow("train", str(config), "-s", "run", "--compile-only", stand_in=True, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert "poptorch compiled the training executable, cached in ./exe_cache" in done.stderr
+    assert "poptorch compiled the training executable for an offline Mk2 IPU (ipu_version 2, no IPU attached), cached " \
+           "in ./exe_cache" in done.stderr
     assert len(list((tmp_path / "exe_cache").glob("*.popef"))) == 2
     assert not (tmp_path / "run").exists()
 

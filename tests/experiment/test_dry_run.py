@@ -76,7 +76,7 @@ def test_stdout_is_only_the_json_plan_with_updates_schedule_optimizer_callbacks_
     assert "progress" in report["callbacks"] and report["validation_metric"] == "+accuracy"
     assert report["trial_step"]["training_loss"] > 0
     assert "accuracy" in report["trial_step"]["validation_metrics"]
-    assert report["padding"]["padding"] == "longest" and report["padding"]["pad_to_multiple_of"] == 8
+    assert report["padding"]["padding"] == "longest" and report["padding"]["pad_to_multiple_of"] == 1
     assert report["padding"]["because"] == "the executor runs any sequence length"
     assert not (tmp_path / "run").exists()
 
@@ -161,6 +161,48 @@ def test_a_poptorch_plan_without_poptorch_reads_the_ipu_config_file(tiny_data, t
     alias = write_config(tmp_path, tiny_config(tiny_data, executor=executor, num_gradient_accumulation_steps=3), "alias.json")
     assert dry_run(alias, tmp_path / "run") == 0
     assert json.loads(capsys.readouterr().out)["executor"]["gradient_accumulation"] == 3
+
+
+def test_the_quickstart_ipu_plan_shows_the_ipu_settings_its_file_sets(tiny_data, monkeypatch, tmp_path, capsys):
+    """Issue 36.6: the plan of configs/quickstart_ipu.jsonnet shows what configs/ipu_config.json sets, so a
+    user can confirm the file was read (its relative path is read from the working directory)."""
+    from tests.conftest import ROOT
+
+    monkeypatch.setitem(sys.modules, "poptorch", None)
+    monkeypatch.chdir(ROOT)
+    data = {f"{split}_data_path": str(tiny_data / f"{split}.jsonl") for split in ("train", "validation", "test")}
+    assert run(["train", "configs/quickstart_ipu.jsonnet", "-s", str(tmp_path / "run"), "--dry-run",
+                "-o", json.dumps({**data, "data_loader.batch_size": 4})]) == 0
+    ipu = json.loads(capsys.readouterr().out)["executor"]["ipu"]
+    assert ipu["enable_half_partials"] is True and ipu["executable_cache_dir"] == "./exe_cache"
+    for mode in ("training", "inference"):
+        assert ipu[mode]["ipus_per_replica"] == 1 and ipu[mode]["available_memory_proportion"] == {"IPU0": 0.3}
+        assert ipu[mode]["placement"] == ["the whole model: IPU 0"]
+
+
+TINY_BERT = {"model_type": "bert", "vocab_size": 64, "hidden_size": 16, "num_hidden_layers": 4, "num_attention_heads": 2,
+             "intermediate_size": 32, "max_position_embeddings": 16}
+
+
+def test_a_hugging_face_models_placement_is_in_the_plan_and_checked_without_poptorch(tiny_data, tmp_path, monkeypatch,
+                                                                                         capsys):
+    monkeypatch.setitem(sys.modules, "poptorch", None)
+    ipu_config = write_config(tmp_path, {"layers_per_ipu": [1, -1], "gradient_accumulation_steps": 3,
+                                         "inference_layers_per_ipu": [2, 1, 1]}, "ipu_config.json")
+    config = tiny_config(tiny_data, executor={"type": "poptorch", "ipu_config": str(ipu_config)})
+    config["model"] = {"type": "huggingface", "task": "sequence_classification", "config": TINY_BERT}
+    assert dry_run(write_config(tmp_path, config), tmp_path / "run") == 0
+    ipu = json.loads(capsys.readouterr().out)["executor"]["ipu"]
+    assert ipu["training"]["ipus_per_replica"] == 2 and ipu["training"]["placement"] == [
+        "transformer.bert.embeddings: IPU 0", "transformer.bert.encoder.layer.0: IPU 0",
+        "transformer.bert.encoder.layer.1-3: IPU 1", "transformer.classifier: IPU 1"]
+    assert ipu["inference"]["ipus_per_replica"] == 3 and ipu["inference"]["placement"][-1] == "transformer.classifier: IPU 2"
+    # What the executor refuses, the dry run refuses without the Poplar SDK: 5 layers for a model of 4.
+    write_config(tmp_path, {"layers_per_ipu": [2, 3], "gradient_accumulation_steps": 3}, "ipu_config.json")
+    assert dry_run(write_config(tmp_path, config), tmp_path / "run") == 2
+    error = " ".join(capsys.readouterr().err.split())  # the paragraph is wrapped to the terminal
+    assert "trainer.executor.layers_per_ipu: [2, 3] does not define the correct number of layers for the model (4)" in error
+    assert "(The value comes from 'layers_per_ipu' in trainer.executor.ipu_config" in error
 
 
 def test_the_dry_run_plan_shows_the_implementation_and_refuses_both_keys_true(tiny_data, tmp_path, capsys):

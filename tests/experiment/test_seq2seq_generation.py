@@ -171,3 +171,28 @@ def test_generating_in_evaluation_is_refused_by_the_poptorch_executor(tmp_path, 
         assert "model.generate:" in error and "Set model.generate to false" in error and "Traceback" not in error
     else:
         assert code == 0, error
+
+
+def test_generation_on_poptorch_is_refused_before_any_data_is_read_whatever_the_data_paths(tmp_path, monkeypatch, capsys):
+    # Issue 34, point 4: the refusal fired only when an inference executor was built, which happens up
+    # front only with validation data: with test data only, poptorch trained every epoch, then exited 2.
+    import sys
+
+    from tests.execution import fake_poptorch
+
+    monkeypatch.setitem(sys.modules, "poptorch", fake_poptorch)
+    config = seq2seq_config(tmp_path)  # generate: true by default
+    config.pop("validation_data_path")
+    config["train_data_path"] = str(tmp_path / "missing_train.jsonl")  # reading any data would fail
+    config["test_data_path"] = str(tmp_path / "missing_test.jsonl")
+    config["evaluate_on_test"] = True
+    config["trainer"]["executor"] = {"type": "poptorch"}
+    config["trainer"]["validation_metric"] = "-loss"
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    code = run(["train", str(path), "-s", str(tmp_path / "run")])
+    error = " ".join(capsys.readouterr().err.split())
+    assert code == 2, error
+    assert "model.generate:" in error and "Set model.generate to false" in error
+    assert "missing_" not in error and "Traceback" not in error
+    assert not (tmp_path / "run").exists()

@@ -61,6 +61,9 @@ def test_every_event_fires_in_order_with_exact_counts_under_device_iterations(tm
         for call in range(1, 9):
             before = 16 * epoch + 2 * (call - 1)
             expected.append(("on_step_begin", before, epoch, call, "train"))
+            for update in range(2):  # inside the call: the updates made so far
+                expected.append(("on_pre_optimizer_step", before + update, epoch, call, "train"))
+                expected.append(("on_optimizer_step", before + update, epoch, call, "train"))
             expected.append(("on_step_end", before + 2, epoch, call, "train"))
             if (before + 2) % 6 == 0:
                 expected.append(("on_log", before + 2, epoch, call, "train"))

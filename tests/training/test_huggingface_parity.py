@@ -83,6 +83,7 @@ def test_num_input_tokens_seen_and_total_flos_are_counted_as_hugging_face_counts
     from ipuflow.experiment.archive.archival import load_archive
 
     config = tiny_config(tiny_data, num_epochs=1)
+    config["data_loader"]["padding"] = "fixed"  # every batch max_length wide: padding is counted too
     (tmp_path / "config.json").write_text(json.dumps(config))
     assert run(["train", str(tmp_path / "config.json"), "-s", str(tmp_path / "run")]) == 0
     state = json.loads((tmp_path / "run" / "trainer_state.json").read_text())

@@ -160,3 +160,23 @@ def test_a_signal_as_training_ends_is_reported_and_the_run_resumes_as_finished(t
     resumed = build(tmp_path, config)
     assert resumed.train()["epoch"] == 1 and resumed.run_status.stopped == "num_epochs"
     assert files(tmp_path) == before
+
+
+def test_best_weights_linked_to_a_checkpoint_take_its_recorded_checksum_unread(tmp_path, monkeypatch):
+    # The best weights are a hard link to the checkpoint just written: the checksum the checkpoint's
+    # manifest records is theirs, so the file is not hashed a second time (a pass over the weights),
+    # nor read back at the end, when the last epoch was the best: the model holds those weights.
+    hashed = []
+    original = best_weights_module.file_sha256
+
+    def counting(path):
+        hashed.append(os.path.basename(path))
+        return original(path)
+
+    monkeypatch.setattr(best_weights_module, "file_sha256", counting)
+    trainer = build(tmp_path, {"num_epochs": 2, "checkpointer": {"keep_most_recent_by_count": None}})
+    trainer.train()
+    assert hashed == []
+    assert trainer.state.best_position == [2, 0]
+    assert trainer.get_best_weights_sha256() == trainer.state.best_sha256 == original(tmp_path / "best.safetensors")
+    assert os.path.samefile(tmp_path / "best.safetensors", trainer.state.best_model_checkpoint)

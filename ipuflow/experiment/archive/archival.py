@@ -58,14 +58,16 @@ class Archive:
 
 
 def archive_model(serialization_dir: Union[str, Path], weights: Optional[Union[str, Path]] = None,
-                  archive_path: Optional[Union[str, Path]] = None) -> Path:
-    """Write `model.tar.gz` from a serialization directory's config, vocabulary and best weights."""
+                  archive_path: Optional[Union[str, Path]] = None, weights_sha256: Optional[str] = None) -> Path:
+    """Write `model.tar.gz` from a serialization directory's config, vocabulary and best weights;
+    `weights_sha256` is the weights file's checksum recorded when it was written (hashed here if None),
+    so that the archive carries the checksum of the bytes training wrote."""
     directory = Path(serialization_dir)
     weights_path = Path(weights) if weights is not None else directory / BEST_WEIGHTS_NAME
     if not weights_path.is_file():
         raise ConfigurationError(f"Cannot archive {directory}: no weights file {weights_path}.")
     target = Path(archive_path) if archive_path is not None else directory / ARCHIVE_NAME
-    checksum = f"{file_sha256(weights_path)}  {WEIGHTS_NAME}\n".encode("ascii")
+    checksum = f"{weights_sha256 or file_sha256(weights_path)}  {WEIGHTS_NAME}\n".encode("ascii")
 
     def write(temporary: str) -> None:
         with tarfile.open(temporary, "w:gz", compresslevel=ARCHIVE_COMPRESSLEVEL) as archive:

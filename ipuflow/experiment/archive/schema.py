@@ -120,7 +120,7 @@ COMPONENTS: Dict[str, Dict[str, Keys]] = {
                              "length_buckets": ListOf(Int(1, 2**16), 64, optional=True), "num_workers": Drop(),
                              "seed": Int(0, 2**63 - 1), "padding": Choice(("auto", "longest", "fixed")),
                              # Per-batch padding rounds up to this multiple: a bounded step past max_length.
-                             "pad_to_multiple_of": Int(1, 128),
+                             "pad_to_multiple_of": Int(1, 128, optional=True),
                              # Length grouping orders shuffled (training) batches only.
                              "length_grouping": Drop(noted=False), "sorting_keys": Drop(noted=False),
                              "padding_noise": Drop(noted=False)}),

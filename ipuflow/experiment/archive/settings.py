@@ -44,7 +44,7 @@ def inference_settings(raw: Dict[str, Any], source: str) -> Dict[str, Any]:
             if key in COMPONENT_SECTIONS and value is not None:
                 config[key] = checked_component(COMPONENT_SECTIONS[key], value, key, dropped)
             elif key in DATA_PATHS and value is not None:
-                config[key] = Text(4096)(value, key)
+                config[key] = _data_path(value, key)
             elif key == "trainer":
                 config[key] = _inference_trainer(value, dropped)
     except ConfigurationError as error:
@@ -57,6 +57,13 @@ def inference_settings(raw: Dict[str, Any], source: str) -> Dict[str, Any]:
             "with -o/--overrides or --device if you want them.", source, ", ".join(dropped),
         )
     return config
+
+
+def _data_path(value: Any, key: str) -> Any:
+    """A data path, or (several validation sets) a mapping from names to paths, each checked as text."""
+    if isinstance(value, dict):
+        return {Text(100)(name, f"{key}.{name}"): Text(4096)(path, f"{key}.{name}") for name, path in value.items()}
+    return Text(4096)(value, key)
 
 
 def checked_component(family: str, block: Any, path: str, dropped: List[str]) -> Any:

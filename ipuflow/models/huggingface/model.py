@@ -14,6 +14,7 @@ from ipuflow.data.vocabulary import Vocabulary
 from ipuflow.metrics import Metric
 from ipuflow.models.huggingface.loading import freeze_parameters, load_auto_model, model_from_config
 from ipuflow.models.huggingface.task import HuggingfaceTask
+from ipuflow.models.huggingface.transformer_layout import TransformerPipelineLayout
 from ipuflow.models.metrics_model import MetricsModel
 from ipuflow.models.model import Model
 
@@ -21,8 +22,9 @@ logger = logging.getLogger(__name__)
 
 
 @Model.register("huggingface")
-class HuggingfaceModel(MetricsModel):
-    """A `transformers` model for a `task` (`token_classification`, `sequence_classification`),
+class HuggingfaceModel(TransformerPipelineLayout, MetricsModel):
+    """A `transformers` model for a `task` (a registered `HuggingfaceTask`: `sequence_classification`,
+    `token_classification`, `question_answering`; docs/huggingface.md lists them),
     built by that task's `AutoModelFor<Task>` and returning ipuflow's outputs (`loss`, `logits`,
     `predictions`), so that every executor, metric, archive, `evaluate`, `predict` and
     `export-pretrained` works with it.

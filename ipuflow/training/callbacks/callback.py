@@ -73,6 +73,19 @@ class TrainerCallback(Registrable):
     def on_step_begin(self, event: TrainerEvent) -> None:
         """A training host call is about to run; `event.batch`, `epoch`, `batch_number`."""
 
+    def on_substep_end(self, event: TrainerEvent) -> None:
+        """Inside a training host call (native executor only): an accumulation step ran its backward
+        and the update is not complete. See `on_pre_optimizer_step` for what the event holds."""
+
+    def on_pre_optimizer_step(self, event: TrainerEvent) -> None:
+        """Inside a training host call (native executor only): the update's gradients are reduced,
+        unscaled and clipped, and the optimizer is about to step. `state.global_step` counts the
+        updates before this one; `event.epoch` and `batch_number` are the running host call's. A
+        callback overriding it (or the two others) makes the poptorch executor refuse the run."""
+
+    def on_optimizer_step(self, event: TrainerEvent) -> None:
+        """Inside a training host call (native executor only): the optimizer stepped (gradients are still there)."""
+
     def on_step_end(self, event: TrainerEvent) -> None:
         """A training host call ran its optimizer updates; `event.outputs` stay on the device and
         `event.logs` is set only at logging points and after each epoch's first call (so that no

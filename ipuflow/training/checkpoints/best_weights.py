@@ -41,16 +41,18 @@ class BestWeights:
         state.best_position = [state.epochs_completed, state.batches_in_epoch_completed]
         state.best_sha256 = None
 
-    def write(self, state: TrainerState, checkpoint_here: Optional[Path]) -> None:
+    def write(self, state: TrainerState, checkpoint_here: Optional[Path], checkpoint_sha256: Optional[str] = None) -> None:
         """Write the file from the current weights (a hard link to `checkpoint_here`, the checkpoint
-        just written at this very position, when it holds exactly them) and record its checksum."""
-        if checkpoint_here is not None and self._moving_average is None:
+        just written at this very position, when it holds exactly them) and record its checksum
+        (`checkpoint_sha256`, that checkpoint's, when given: the linked bytes are the same)."""
+        linked = checkpoint_here is not None and self._moving_average is None
+        if linked:
             if is_primary():
-                link_atomically(checkpoint_here, self.path)
+                link_atomically(checkpoint_here, self.path)  # type: ignore[arg-type]
         else:
             self._save()
         barrier()  # under torchrun rank 0 has written the file now, and every rank may read it
-        state.best_sha256 = file_sha256(self.path)
+        state.best_sha256 = checkpoint_sha256 if linked and checkpoint_sha256 else file_sha256(self.path)
         state.best_model_checkpoint = str(self.path)
 
     def _save(self) -> None:
@@ -86,7 +88,11 @@ class BestWeights:
 
     def load_into_model(self, state: TrainerState) -> None:
         """Leave the model (host and device) holding the best weights: the file's, checked against
-        its checksum; without a file, the moving average's (if any) or the current ones."""
+        its checksum; without a file, the moving average's (if any) or the current ones. When they were
+        recorded at the state's own position no update has been made since: the model holds them already."""
+        here = [state.epochs_completed, state.batches_in_epoch_completed]
+        if self._moving_average is None and state.best_position is not None and list(state.best_position) == here:
+            return
         best = self.existing_path()
         if best is not None and state.best_sha256 is not None and file_sha256(best) != state.best_sha256:
             raise RuntimeError(

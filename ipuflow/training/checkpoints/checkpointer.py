@@ -160,6 +160,7 @@ class Checkpointer(Registrable):
         # Checkpoints found damaged on load: kept for inspection, but they hold no retention slot
         # (they sort newest, and would otherwise crowd out the resumed run's own checkpoints).
         self._damaged: set = set()
+        self._written_sha256: Dict[Path, str] = {}
 
     @property
     def serialization_dir(self) -> Path:
@@ -223,13 +224,16 @@ class Checkpointer(Registrable):
             save_training_state(training_state, training_path)
             save_weights(checkpoint.model_state, model_path)
             # The manifest goes last: a checkpoint is listed only once both files are complete.
-            self._write_manifest(epochs, batches, {
-                model_path.name: file_sha256(model_path),
-                training_path.name: file_sha256(training_path),
-            }, checkpoint.run_status)
+            self._written_sha256 = {model_path: file_sha256(model_path), training_path: file_sha256(training_path)}
+            self._write_manifest(epochs, batches, {path.name: digest for path, digest in self._written_sha256.items()},
+                                 checkpoint.run_status)
         self._damaged.discard((epochs, batches))  # written anew
         self._remove_old_checkpoints()
         return model_path, training_path
+
+    def written_sha256(self, path: Path) -> Optional[str]:
+        """The SHA-256 recorded for `path` when this process last saved a checkpoint holding it, else None."""
+        return self._written_sha256.get(Path(path))
 
     def _write_manifest(self, epochs: int, batches: int, checksums: Dict[str, str], run_status: Dict[str, Any]) -> None:
         write_json_atomically(self.manifest_path(epochs, batches), {"sha256": checksums, "run_status": run_status})

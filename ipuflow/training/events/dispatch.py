@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Sequence, Type, Union
 
+from ipuflow.config import ConfigurationError
 from ipuflow.training.events.event import EVENTS, TrainerEvent
+from ipuflow.training.events.optimizer_steps import OPTIMIZER_STEP_EVENTS, OptimizerStepEvents
 from ipuflow.training.events.view import Listener, TrainerView
 
 
@@ -19,6 +21,7 @@ class EventDispatch:
         self._trainer = trainer
         self.callbacks: List[Listener] = []
         self._listeners: Dict[str, List[Any]] = {name: [] for name in EVENTS}
+        self._step_events = OptimizerStepEvents(trainer, self.fire)
         for callback in callbacks:
             self.add(callback)
 
@@ -28,6 +31,7 @@ class EventDispatch:
         self.callbacks.append(callback)
         for name, listener in callback.listeners():
             self._listeners[name].append(listener)
+        self.connect_step_events()  # a callback added after construction may listen to them
 
     def remove(self, callback: Listener) -> None:
         """Take `callback` (and its AllenNLP hooks' listeners) off the dispatch."""
@@ -36,6 +40,21 @@ class EventDispatch:
             self._listeners[name] = [listener for listener in listeners
                                      if getattr(listener, "__self__", None) is not callback
                                      and getattr(getattr(listener, "__self__", None), "callback", None) is not callback]
+
+    def connect_step_events(self) -> None:
+        """Give the trainer's executor the optimizer-step hooks if a callback listens to their events
+        (decided here, when the callbacks change, so that the step pays nothing without them); an
+        executor that cannot fire them refuses."""
+        executor = getattr(self._trainer, "executor", None)
+        if executor is None:  # the trainer is still being built: it connects once it has its executor
+            return
+        listeners = [listener for name in OPTIMIZER_STEP_EVENTS for listener in self._listeners[name]]
+        try:
+            executor.set_step_hooks(self._step_events if listeners else None)
+        except ConfigurationError as refused:
+            names = sorted({type(getattr(listener, "__self__", listener)).__name__ for listener in listeners})
+            raise ConfigurationError(f"{refused.reason} They are overridden by: {', '.join(names)}.",
+                                     key=refused.key) from None
 
     def fire(self, name: str, **payload: Any) -> None:
         """Call every listener of event `name` with one event object built from `payload`."""

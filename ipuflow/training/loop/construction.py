@@ -24,6 +24,7 @@ from ipuflow.training.optim.moving_average import MovingAverage
 from ipuflow.training.optim.optimizers import Optimizer
 from ipuflow.training.optim.regularization import add_regularization_penalty
 from ipuflow.training.optim.scheduler import Scheduler
+from ipuflow.training.loop.validation import ValidationLoaders, named_sets
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +65,7 @@ def all_callbacks(callbacks: Optional[List[TrainerCallback]], batch_callbacks: O
     return found + [EpochCallbackAdapter(callback, serialization_dir) for callback in epoch_callbacks or []]
 
 
-def check_trainer_arguments(executor: StepExecutor, patience: Optional[int], validation_data_loader: Optional[DataLoader],
+def check_trainer_arguments(executor: StepExecutor, patience: Optional[int], validation_data_loader: Optional[ValidationLoaders],
                             grad_clipping: Optional[float], num_epochs: int, log_interval: int,
                             validation_interval: Optional[int], max_steps: Optional[int]) -> None:
     """Refuse arguments the trainer cannot honour (keys relative to the trainer's section)."""
@@ -162,7 +163,7 @@ def choose_update_implementation(built_optimizer: Optimizer) -> None:
 
 
 def build_executor(executor: Lazy[StepExecutor], model: Model, built_optimizer: Optimizer, data_loader: DataLoader,
-                   validation_data_loader: Optional[DataLoader], executor_options: Dict[str, Any]) -> Tuple[StepExecutor, Optional[int]]:
+                   validation_data_loader: Optional[ValidationLoaders], executor_options: Dict[str, Any]) -> Tuple[StepExecutor, Optional[int]]:
     """The training executor, the loaders sized for it, and the optimizer updates per epoch (None if the
     loader has no length)."""
     built_executor = executor.construct(model=model, optimizer=built_optimizer, training=True, **executor_options)
@@ -170,8 +171,8 @@ def build_executor(executor: Lazy[StepExecutor], model: Model, built_optimizer: 
     # Only the batch-size factor now (len(data_loader) sizes the schedules); compiling waits for
     # train(), so that --dry-run, a finished run's -r and a failed restore compile nothing.
     built_executor.prepare(data_loader, compile=False)
-    if validation_data_loader is not None:
-        built_executor.inference_executor().prepare(validation_data_loader, compile=False)
+    for loader in named_sets(validation_data_loader).values():  # every validation set
+        built_executor.inference_executor().prepare(loader, compile=False)
     calls = loader_length(data_loader)
     return built_executor, None if calls is None else calls * built_executor.updates_per_call
 

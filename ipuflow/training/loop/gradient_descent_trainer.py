@@ -17,7 +17,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 import torch
 
-from ipuflow.config import Lazy
+from ipuflow.config import Lazy, validators
 from ipuflow.data.loader import DataLoader
 from ipuflow.distributed.agreement import agree_on_requests
 from ipuflow.evaluation.example_scoring import ExampleScoring
@@ -41,7 +41,7 @@ from ipuflow.training.optim.momentum_schedulers import MomentumScheduler
 from ipuflow.training.optim.moving_average import MovingAverage
 from ipuflow.training.optim.optimizers import Optimizer
 from ipuflow.training.state.run_status import STOPPED_AT_NUM_EPOCHS, STOPPED_EARLY, RunStatus, stop_reason
-from ipuflow.training.state.running_loss import is_finite
+from ipuflow.training.loop.executor_preparation import prepare_executors
 from ipuflow.training.loop.readout import TrainerReadout
 from ipuflow.training.loop.schedule_stepper import ScheduleStepper
 from ipuflow.training.loop.trainer import Trainer
@@ -52,7 +52,7 @@ from ipuflow.training.loop.construction import (
 )
 from ipuflow.training.state.trainer_state import TrainerState, is_primary
 from ipuflow.training.loop.training_metrics import TrainingMetrics
-from ipuflow.training.loop.validation import Validation, score
+from ipuflow.training.loop.validation import ValidationExamples, Validation, ValidationLoaders, named_sets, score
 
 logger = logging.getLogger(__name__)
 
@@ -64,28 +64,29 @@ class GradientDescentTrainer(TrainerReadout, CallbackList, Trainer):
     Where training stands is `state` (a `TrainerState`); every event goes through one dispatch to the
     callbacks (docs/training.md). The running loss is summed on the device and read only every
     `log_interval` optimizer updates (and after each epoch's first host call, for the progress bar),
-    before checkpoints and at epoch ends; a NaN/inf loss read there
-    stops training with `NonFiniteLossError`. `validation_interval` also validates every N optimizer
-    updates; `max_steps` ends training after N (validating, writing metrics, best weights and a
-    checkpoint as at an epoch end). The run's status (`RunStatus`) and which weights are the best are
-    checkpointed, so a resumed run that had stopped stays stopped unless a limit it stopped at was
-    raised, and resuming repairs `best.safetensors` after a crash between a checkpoint and writing it.
-    Callbacks may read `checkpointer`, `learning_rate_scheduler`, `num_epochs` and `max_steps` (the configured limits).
-    """
+    before checkpoints and at epoch ends; a NaN/inf loss is left out of it and counted
+    (`nonfinite_losses`), and `stop_after_nonfinite_losses` in a row stop training with
+    `NonFiniteLossError`. `validation_interval` also validates every N optimizer updates; `max_steps`
+    ends training after N (validating, writing metrics, best weights and a checkpoint as at an epoch
+    end). The run's status (`RunStatus`) and which weights are the best are checkpointed, so a resumed
+    run that had stopped stays stopped unless a limit it stopped at was raised, and resuming repairs
+    `best.safetensors` after a crash between a checkpoint and writing it. Callbacks may read
+    `checkpointer`, `learning_rate_scheduler`, `num_epochs` and `max_steps` (the configured limits)."""
 
     replaced_keys = ALLENNLP_TRAINER_KEYS
 
     def __init__(
         self, model: Model, executor: StepExecutor, data_loader: DataLoader,
         optimizer: Optional[torch.optim.Optimizer] = None, patience: Optional[int] = None,
-        validation_metric: Union[str, List[str]] = "-loss", validation_data_loader: Optional[DataLoader] = None,
+        validation_metric: Union[str, List[str]] = "-loss", validation_data_loader: Optional[ValidationLoaders] = None,
         num_epochs: int = 20, serialization_dir: Optional[str] = None, checkpointer: Optional[Checkpointer] = None,
         learning_rate_scheduler: Optional[LearningRateScheduler] = None,
         momentum_scheduler: Optional[MomentumScheduler] = None, moving_average: Optional[MovingAverage] = None,
         callbacks: Optional[List[TrainerCallback]] = None, batch_callbacks: Optional[List[BatchCallback]] = None,
         epoch_callbacks: Optional[List[EpochCallback]] = None, grad_clipping: Optional[float] = None,
         validation_interval: Optional[int] = None, max_steps: Optional[int] = None, log_interval: int = 10,
-        enable_default_callbacks: bool = True, validation_examples: Optional[ExampleScoring] = None,
+        enable_default_callbacks: bool = True, validation_examples: Optional[ValidationExamples] = None,
+        stop_after_nonfinite_losses: Optional[int] = 10,
     ) -> None:
         serialization_dir = serialization_dir or tempfile.mkdtemp(prefix="ipuflow-")
         super().__init__(serialization_dir)
@@ -93,7 +94,8 @@ class GradientDescentTrainer(TrainerReadout, CallbackList, Trainer):
         check_trainer_arguments(executor, patience, validation_data_loader, grad_clipping, num_epochs=num_epochs,
                                 validation_interval=validation_interval, max_steps=max_steps, log_interval=log_interval)
         self.model, self.executor, self.optimizer = model, executor, optimizer
-        self.data_loader, self.validation_data_loader = data_loader, validation_data_loader
+        # Several validation sets ({name: loader}): callbacks' `validation_data_loader` is the first one's.
+        self.data_loader, self.validation_data_loader = data_loader, next(iter(named_sets(validation_data_loader).values()), None)
         self.num_epochs, self.max_steps = num_epochs, max_steps
         self._validation_interval, self._log_interval = validation_interval, log_interval
         self._metric_tracker = MetricTracker(validation_metric, patience)
@@ -101,7 +103,8 @@ class GradientDescentTrainer(TrainerReadout, CallbackList, Trainer):
         self.learning_rate_scheduler = learning_rate_scheduler
         self._schedules = ScheduleStepper([learning_rate_scheduler, momentum_scheduler], executor, optimizer)
         plan = getattr(getattr(executor, "options", None), "plan", None)
-        self._metrics = TrainingMetrics(model, optimizer, getattr(plan, "output_mode", None) == "all", self._check_finite)
+        self._metrics = TrainingMetrics(model, optimizer, getattr(plan, "output_mode", None) == "all", self._stop_for_loss,
+                                        validators.positive_int("stop_after_nonfinite_losses", stop_after_nonfinite_losses, optional=True))
         self.state, self.control, self._status = self._configured(TrainerState()), TrainerControl(), RunStatus()
         self._best = BestWeights(serialization_dir, model, executor, moving_average)
         self._interrupts: Optional[InterruptListener] = None
@@ -121,7 +124,7 @@ class GradientDescentTrainer(TrainerReadout, CallbackList, Trainer):
     @classmethod
     def from_partial_objects(
         cls, model: Model, serialization_dir: str, data_loader: DataLoader,
-        validation_data_loader: Optional[DataLoader] = None, optimizer: Lazy[Optimizer] = Lazy(Optimizer),
+        validation_data_loader: Optional[ValidationLoaders] = None, optimizer: Lazy[Optimizer] = Lazy(Optimizer),
         patience: Optional[int] = None, validation_metric: Union[str, List[str]] = "-loss", num_epochs: int = 20,
         checkpointer: Optional[Lazy[Checkpointer]] = Lazy(Checkpointer), grad_norm: Union[float, bool] = False,
         grad_clipping: Optional[float] = None, learning_rate_scheduler: Optional[Lazy[LearningRateScheduler]] = None,
@@ -133,7 +136,7 @@ class GradientDescentTrainer(TrainerReadout, CallbackList, Trainer):
         num_gradient_accumulation_steps: Optional[int] = None, no_grad: Optional[List[str]] = None,
         executor: Lazy[StepExecutor] = Lazy(StepExecutor), validation_interval: Optional[int] = None,
         max_steps: Optional[int] = None, log_interval: int = 10, enable_default_callbacks: bool = True,
-        validation_examples: Optional[ExampleScoring] = None,
+        validation_examples: Optional[ValidationExamples] = None, stop_after_nonfinite_losses: Optional[int] = 10,
     ) -> "GradientDescentTrainer":
         """Build every part in dependency order (docs/training.md); `model`, `serialization_dir`, the loaders
         and `validation_examples` (the postprocessor over the validation set) are injected. `grad_norm`,
@@ -143,6 +146,7 @@ class GradientDescentTrainer(TrainerReadout, CallbackList, Trainer):
         grad_clipping: clamps each element of the reduced, unscaled gradient to ±v (the executor's max_grad_value).
         validation_interval: also validate every N optimizer updates.
         log_interval: optimizer updates between reads of the running loss and logged metrics.
+        stop_after_nonfinite_losses: stop after this many host calls in a row had a NaN/inf loss (null: never).
         """
         built_optimizer, built_moving_average = build_optimization(model, optimizer, moving_average, no_grad)
         # The executor comes before the schedulers: the optimizer updates per epoch depend on its options.
@@ -164,7 +168,8 @@ class GradientDescentTrainer(TrainerReadout, CallbackList, Trainer):
             batch_callbacks=build_in_directory(batch_callbacks, serialization_dir),
             epoch_callbacks=build_in_directory(epoch_callbacks, serialization_dir), grad_clipping=grad_clipping,
             validation_interval=validation_interval, max_steps=max_steps, log_interval=log_interval,
-            enable_default_callbacks=enable_default_callbacks, validation_examples=validation_examples)
+            enable_default_callbacks=enable_default_callbacks, validation_examples=validation_examples,
+            stop_after_nonfinite_losses=stop_after_nonfinite_losses)
 
     def _configured(self, state: TrainerState) -> TrainerState:
         calls = self.num_batches_per_epoch
@@ -201,10 +206,8 @@ class GradientDescentTrainer(TrainerReadout, CallbackList, Trainer):
                     logger.info("Nothing left to train in %s: %s.", self.serialization_dir, self._status.describe())
                     self._best.load_into_model(self.state)
                     return dict(self._status.metrics)
-                # Every length bucket is compiled now, so that a later bucket is not taken for a bad input.
-                self.executor.prepare(self.data_loader)
-                if self.validation_executor is not None and self.validation_data_loader is not None:
-                    self.validation_executor.prepare(self.validation_data_loader)
+                prepare_executors(self.executor, self.data_loader, self.validation_executor,
+                                  self.validation_data_loaders.values())
                 return self._train_between_events(interrupts)
             finally:
                 self._interrupts = None
@@ -294,11 +297,9 @@ class GradientDescentTrainer(TrainerReadout, CallbackList, Trainer):
         logs = None
         if control.should_log or self._crossed(self._log_interval, result.optimizer_updates):
             logs = self._metrics.logs(result.loss)
-        # After each epoch's first call the loss is read for on_step_end alone (one read per epoch, no logging
-        # point): the progress bar shows a loss from the start, also in an epoch shorter than log_interval.
-        step_logs = self._metrics.logs(result.loss) if logs is None and batch_number == 1 else logs
-        self._events.fire("on_step_end", epoch=epoch, batch_number=batch_number, batch=batch,
-                          outputs=result.outputs, logs=step_logs)
+        # Read once per epoch for on_step_end alone (no logging point): the progress bar shows a loss from the start.
+        self._events.fire("on_step_end", epoch=epoch, batch_number=batch_number, batch=batch, outputs=result.outputs,
+                          logs=self._metrics.logs(result.loss) if logs is None and batch_number == 1 else logs)
         if logs is None and control.should_log:  # asked for during on_step_end
             logs = self._metrics.logs(result.loss)
         if logs is not None:
@@ -391,7 +392,8 @@ class GradientDescentTrainer(TrainerReadout, CallbackList, Trainer):
         if is_best:
             checkpoints = self._checkpoints
             here = checkpoints.last_checkpoint if checkpoints is not None and checkpoints.is_saved(state) else None
-            self._best.write(state, checkpoint_here=here)
+            digest = None if here is None else checkpoints.checkpointer.written_sha256(here)  # type: ignore[union-attr]
+            self._best.write(state, checkpoint_here=here, checkpoint_sha256=digest)
 
     # -- stopping and checkpoints ------------------------------------------------------------
 
@@ -441,8 +443,7 @@ class GradientDescentTrainer(TrainerReadout, CallbackList, Trainer):
         if not self._status.training_finished:
             self._schedules.resume(self.state.global_step + 1, limits_raised=recorded.training_finished)
 
-    def _check_finite(self, value: Optional[float]) -> None:
-        if not is_finite(value):
-            last = self._checkpoints.last_checkpoint if self._checkpoints is not None else None
-            raise non_finite_loss_error(value, self.state.epochs_completed, self.state.global_step,
-                                        last.name if last is not None else None)
+    def _stop_for_loss(self, in_a_row: int) -> None:
+        last = self._checkpoints.last_checkpoint if self._checkpoints is not None else None
+        raise non_finite_loss_error(in_a_row, self.state.epochs_completed, self.state.global_step,
+                                    last.name if last is not None else None)

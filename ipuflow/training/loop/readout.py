@@ -4,14 +4,13 @@ that the experiment reads."""
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Dict, Optional
 
 from ipuflow.data.loader import DataLoader
-from ipuflow.evaluation.example_scoring import ExampleScoring
 from ipuflow.training.checkpoints.best_weights import BestWeights
 from ipuflow.training.loop.construction import loader_length
 from ipuflow.training.loop.training_metrics import TrainingMetrics
-from ipuflow.training.loop.validation import Validation
+from ipuflow.training.loop.validation import Validation, ValidationExamples
 from ipuflow.training.state.metric_tracker import MetricTracker
 from ipuflow.training.state.run_status import RunStatus
 from ipuflow.training.state.trainer_state import TrainerState
@@ -48,9 +47,15 @@ class TrainerReadout:
         return loader_length(self.data_loader)
 
     @property
+    def validation_data_loaders(self) -> Dict[str, DataLoader]:
+        """{set name: loader} of every validation set: ``{"": loader}`` for one set, {} without validation data."""
+        return {} if self._validation is None else self._validation.sets
+
+    @property
     def num_validation_batches(self) -> Optional[int]:
-        """Host calls per validation (None without validation data or a length)."""
-        return loader_length(self.validation_data_loader)
+        """Host calls per validation, over every set (None without validation data or a length)."""
+        lengths = [loader_length(loader) for loader in self.validation_data_loaders.values()]
+        return None if not lengths or None in lengths else sum(lengths)  # type: ignore[arg-type]
 
     @property
     def computes_training_metrics(self) -> bool:
@@ -59,13 +64,17 @@ class TrainerReadout:
         return self._metrics.covers_batch
 
     @property
-    def validation_examples(self) -> Optional[ExampleScoring]:
+    def validation_examples(self) -> Optional[ValidationExamples]:
         """How validations score examples through a postprocessor, if they do."""
         return None if self._validation is None else self._validation.examples
 
     def get_best_weights_path(self) -> Optional[str]:
         """The file holding the best weights so far, if one was written."""
         return self._best.existing_path()
+
+    def get_best_weights_sha256(self) -> Optional[str]:
+        """The SHA-256 of the best-weights file, recorded when it was written."""
+        return self.state.best_sha256 if self._best.existing_path() is not None else None
 
     @property
     def run_status(self) -> RunStatus:

@@ -53,6 +53,10 @@ class Trainer(Registrable):
         """The file holding the best weights so far, if any."""
         return None
 
+    def get_best_weights_sha256(self) -> Optional[str]:
+        """The SHA-256 of the best-weights file recorded when it was written, if known."""
+        return None
+
     @property
     def run_status(self) -> RunStatus:
         """Where the run stands; a trainer that keeps no status is always at the start."""

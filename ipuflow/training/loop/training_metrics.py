@@ -15,15 +15,18 @@ from ipuflow.training.state.trainer_state import TrainerState
 
 
 class TrainingMetrics:
-    """Reads the running training metrics; the only device syncs of the loop are its reads. Every
-    loss read goes through `check_loss` (the trainer's NaN/inf guard)."""
+    """Reads the running training metrics; the only device syncs of the loop are its reads. A NaN/inf
+    loss is left out of the running loss (see `RunningLoss`) and counted (`nonfinite_losses`); every
+    read checks the count in a row, and `stop_loss` (the trainer's guard) is called with it once it
+    reaches `stop_after_nonfinite` (None: never)."""
 
     def __init__(self, model: Model, optimizer: Optional[torch.optim.Optimizer], covers_batch: bool,
-                 check_loss: Callable[[Optional[float]], None]) -> None:
+                 stop_loss: Callable[[int], None], stop_after_nonfinite: Optional[int]) -> None:
         self.loss = RunningLoss()
         # A model with a regularization penalty adds it to its training loss and returns it as reg_loss.
         self.reg_loss: Optional[RunningLoss] = RunningLoss() if add_regularization_penalty(model) else None
-        self.check_loss = check_loss
+        self._stop_loss = stop_loss
+        self._stop_after_nonfinite = stop_after_nonfinite
         self._model = model
         self._optimizer = optimizer
         self.covers_batch = covers_batch
@@ -36,7 +39,9 @@ class TrainingMetrics:
         logs: Dict[str, float] = {}
         if self.loss.started and batch_loss is not None:
             logs["loss"], logs["batch_loss"] = self.loss.mean_and_last(batch_loss)
-            self.check_loss(logs["loss"])
+            nonfinite = self.check_running_loss()
+            if nonfinite:  # reported once there is one, as the count this epoch
+                logs["nonfinite_losses"] = nonfinite
         if self.reg_loss is not None and self.reg_loss.started and self._last_reg_loss is not None:
             logs["reg_loss"], logs["batch_reg_loss"] = self.reg_loss.mean_and_last(self._last_reg_loss)
         if self.covers_batch:
@@ -71,17 +76,23 @@ class TrainingMetrics:
         if self.reg_loss is not None:
             self.reg_loss.reset()
 
-    def check_running_loss(self) -> None:
-        """Read the running loss (a sync) and check it, e.g. before a checkpoint keeps these weights."""
-        self.check_loss(self.loss.mean())
+    def check_running_loss(self) -> int:
+        """Read the count of non-finite losses (a sync) and stop if too many came in a row, e.g. before a
+        checkpoint keeps these weights; the count this epoch."""
+        in_all, in_a_row = self.loss.nonfinite()
+        if self._stop_after_nonfinite is not None and in_a_row >= self._stop_after_nonfinite:
+            self._stop_loss(in_a_row)
+        return in_all
 
     def epoch_metrics(self, reset: bool = True) -> Dict[str, float]:
         """The epoch's training metrics: the model's (reset when `reset`) and the mean loss."""
         metrics: Dict[str, float] = dict(self._model.get_metrics(reset=reset)) if self.covers_batch else {}
         loss = self.loss.mean()
-        self.check_loss(loss)
+        nonfinite = self.check_running_loss()
         if loss is not None:
             metrics["loss"] = loss
+        if nonfinite:
+            metrics["nonfinite_losses"] = nonfinite
         reg_loss = None if self.reg_loss is None else self.reg_loss.mean()
         if reg_loss is not None:
             metrics["reg_loss"] = reg_loss

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import copy
 import itertools
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Mapping, Optional, Union
 
 
+from ipuflow.config import ConfigurationError
 from ipuflow.evaluation.example_scoring import ExampleScoring, evaluate_examples
 from ipuflow.execution.executor import StepExecutor
 from ipuflow.models.model import Model
@@ -18,17 +19,52 @@ from ipuflow.training.optim.moving_average import MovingAverage
 from ipuflow.training.state.trainer_state import TrainerState
 
 
-def check_validation_metric(tracker: MetricTracker, model: Model, examples: Optional[ExampleScoring] = None) -> None:
+ValidationLoaders = Union[Any, Dict[str, Any]]
+"""A trainer's validation data: one loader, or {name: loader} for several sets."""
+ValidationExamples = Union[ExampleScoring, Dict[str, ExampleScoring]]
+"""How validations score examples: one `ExampleScoring`, or {name: scoring} for several sets."""
+
+
+def named_sets(loaders: Any) -> Dict[str, Any]:
+    """{set name: loader} from the trainer's `validation_data_loader`: ``{"": loader}`` for one set
+    (its metrics keep their names), the mapping itself for several (metrics named ``<name>_<metric>``)."""
+    if loaders is None:
+        return {}
+    return dict(loaders) if isinstance(loaders, Mapping) else {"": loaders}
+
+
+def set_metrics(name: str, metrics: Dict[str, float]) -> Dict[str, float]:
+    """One set's metrics as the validation reports them: ``<name>_<metric>`` (unchanged for the one set)."""
+    return {f"{name}_{key}" if name else key: value for key, value in metrics.items()}
+
+
+def check_set_prefixes(tracker: MetricTracker, set_names: List[str]) -> None:
+    """With several validation sets (`set_names`), refuse a tracked metric that names none of them."""
+    for sign, metric in tracker.tracked_metrics if set_names else ():
+        if not any(metric.startswith(f"{name}_") for name in set_names):
+            signed = f"{'+' if sign > 0 else '-'}{set_names[0]}_{metric}"
+            raise ConfigurationError(
+                f"{metric!r} is no validation set's metric: with several validation sets each metric is named "
+                f"<set>_<metric>, e.g. {signed!r} (the sets: {', '.join(set_names)}).", key="validation_metric")
+
+
+def check_validation_metric(tracker: MetricTracker, model: Model, examples: Dict[str, Optional[ExampleScoring]]) -> None:
     """Refuse, before training, a validation metric that validation will not produce. The names are
     the loss, what the untrained model's `get_metrics` returns and the postprocessor's metrics (with
-    `examples`); a model that names no metric before it has seen data is not checked (its names may
-    depend on the data)."""
+    `examples`), for each set (`examples` holds every set's name); a model that names no metric before
+    it has seen data is not checked (its names may depend on the data)."""
+    check_set_prefixes(tracker, [name for name in examples if name])
     try:
         names = list(model.get_metrics(reset=False))
     except Exception:  # noqa: BLE001 - a model whose metrics need data first: validation will say
         return
-    if names:
-        tracker.check_names([*names, "loss", *(examples.postprocessor.metric_names() if examples is not None else ())])
+    if not names:
+        return
+    reported: List[str] = []
+    for name, scoring in examples.items():
+        metrics = [*names, "loss", *(scoring.postprocessor.metric_names() if scoring is not None else ())]
+        reported += list(set_metrics(name, dict.fromkeys(metrics, 0.0)))
+    tracker.check_names(reported)
 
 
 def score(model: Model, executor: StepExecutor, loader: Any, events: EventDispatch, split: str,
@@ -45,8 +81,10 @@ def score(model: Model, executor: StepExecutor, loader: Any, events: EventDispat
 
 
 class Validation:
-    """Validations over `loader` with the training executor's inference twin (`executor`), each
-    recorded in the metric `tracker` and the state's log history, then reported by `on_evaluate`.
+    """Validations over `loader` (or {name: loader}: several sets, each scored and its metrics named
+    ``<name>_<metric>``, with `examples` then {name: scoring}) with the training executor's inference
+    twin (`executor`), each recorded in the metric `tracker` and the state's log history, then
+    reported by `on_evaluate` (once, with every set's metrics).
 
     The training executor detaches first; the moving average's weights are swapped in for the pass
     and out after it; the model's training metrics accumulated so far survive a validation within an
@@ -55,13 +93,15 @@ class Validation:
 
     def __init__(self, model: Model, training_executor: StepExecutor, loader: Any, tracker: MetricTracker,
                  moving_average: Optional[MovingAverage], keeps_training_metrics: bool, events: EventDispatch,
-                 examples: Optional[ExampleScoring] = None) -> None:
-        check_validation_metric(tracker, model, examples)  # before training, not after the first epoch
+                 examples: Optional[ValidationExamples] = None) -> None:
+        self.sets = named_sets(loader)
+        by_set = examples if isinstance(examples, Mapping) else {"": examples}
+        self._examples = {name: by_set.get(name) for name in self.sets}
+        check_validation_metric(tracker, model, self._examples)  # before training, not after the first epoch
         self.model = model
         self.tracker = tracker
         self.training_executor = training_executor
         self.executor = training_executor.inference_executor()
-        self.loader = loader
         self._moving_average = moving_average
         self._keeps_training_metrics = keeps_training_metrics
         self._events = events
@@ -91,7 +131,11 @@ class Validation:
             self.executor.copy_weights_to_device()
         training_metric_state = copy.deepcopy(self.model.metrics_state_dict()) if self._keeps_training_metrics else None
         try:
-            return score(self.model, self.executor, self.loader, self._events, VALIDATION, epoch, self.examples)
+            metrics: Dict[str, float] = {}
+            for name, loader in self.sets.items():
+                scored = score(self.model, self.executor, loader, self._events, VALIDATION, epoch, self._examples[name])
+                metrics.update(set_metrics(name, scored))
+            return metrics
         finally:
             if training_metric_state is not None:
                 self.model.load_metrics_state_dict(training_metric_state)

@@ -85,12 +85,13 @@ class StopOnSignal(_SignalHandlers):
         raise TrainingInterrupted(self._describe(name), name)
 
 
-def non_finite_loss_error(value: Optional[float], epochs: int, updates: int, last_checkpoint: Optional[str]) -> NonFiniteLossError:
-    """The error for a NaN or infinite training loss read at optimizer update `updates`."""
+def non_finite_loss_error(in_a_row: int, epochs: int, updates: int, last_checkpoint: Optional[str]) -> NonFiniteLossError:
+    """The error for `in_a_row` NaN or infinite training losses in a row, read at optimizer update `updates`."""
     kept = f"the last good checkpoint ({last_checkpoint}) is kept" if last_checkpoint else "no checkpoint was saved"
     return NonFiniteLossError(
-        f"The training loss became {value} in epoch {epochs} by optimizer update {updates}; training stopped and "
-        f"{kept}. Lower the learning rate, clip gradients (trainer.grad_norm) or check the data."
+        f"The training loss was NaN or infinite in the last {in_a_row} host calls in a row, in epoch {epochs} by "
+        f"optimizer update {updates} (trainer.stop_after_nonfinite_losses); training stopped and {kept}. Lower the "
+        "learning rate, clip gradients (trainer.grad_norm) or check the data."
     )
 
 

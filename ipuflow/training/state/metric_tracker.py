@@ -45,7 +45,8 @@ class MetricTracker:
         reported = sorted(set(reported))
         for sign, name in self.tracked_metrics:
             if name not in reported:
-                extensions = [metric for metric in reported if metric.startswith(name)]
+                # `acc` for `accuracy`, or, with several validation sets, `loss` for `<set>_loss`.
+                extensions = [metric for metric in reported if metric.startswith(name) or metric.endswith(f"_{name}")]
                 hint = f" Did you mean {extensions[0]!r}?" if extensions else did_you_mean(name, reported)
                 raise ConfigurationError(
                     f"{'+' if sign > 0 else '-'}{name} names {name!r}, which the model does not report in "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib
 import logging
-from typing import Any, ClassVar, Dict, Optional, TYPE_CHECKING, Tuple
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Dict, List, Optional, Tuple
 
 from ipuflow.config import ConfigurationError
 from ipuflow.config.requirements import PackageRequirement, TRANSFORMERS
@@ -17,6 +17,7 @@ from ipuflow.training.callbacks.huggingface.training_arguments import (
     arguments_of_run, build_training_arguments, check_training_argument_names,
 )
 from ipuflow.training.events import TrainerEvent
+from ipuflow.training.events.optimizer_steps import OPTIMIZER_STEP_EVENTS
 from ipuflow.torch_features import TRANSFORMERS_FOR_CALLBACKS, require_transformers
 
 if TYPE_CHECKING:
@@ -102,6 +103,18 @@ class HuggingFaceCallback(TrainerCallback):
 
         self._control = HuggingFaceTrainerControl()
 
+    def listeners(self) -> List[Tuple[str, Callable[[TrainerEvent], None]]]:
+        """Every event, except the optimizer-step ones that the wrapped callback does not override (so
+        that the step pays for them, and poptorch refuses them, only where they do something)."""
+        import transformers
+
+        def wrapped_overrides(name: str) -> bool:
+            method = getattr(type(self.callback), name, None)
+            return method is not None and method is not getattr(transformers.TrainerCallback, name, None)
+
+        return [(name, listener) for name, listener in super().listeners()
+                if name not in OPTIMIZER_STEP_EVENTS or wrapped_overrides(name)]
+
     # -- the Trainer's arguments -----------------------------------------------------------
 
     def training_arguments(self, trainer: "TrainerView") -> Any:
@@ -152,6 +165,15 @@ class HuggingFaceCallback(TrainerCallback):
 
     def on_step_begin(self, event: TrainerEvent) -> None:
         self._call("on_step_begin", event)
+
+    def on_substep_end(self, event: TrainerEvent) -> None:
+        self._call("on_substep_end", event)
+
+    def on_pre_optimizer_step(self, event: TrainerEvent) -> None:
+        self._call("on_pre_optimizer_step", event)
+
+    def on_optimizer_step(self, event: TrainerEvent) -> None:
+        self._call("on_optimizer_step", event)
 
     def on_step_end(self, event: TrainerEvent) -> None:
         self._call("on_step_end", event)
