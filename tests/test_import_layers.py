@@ -19,7 +19,7 @@ PACKAGE_ROOT = pathlib.Path(ipuflow.__file__).parent
 # Lowest first. `plugins` loads the packages that register components by name (importlib) when
 # asked to; its own imports are the config system's only.
 LAYERS: List[Set[str]] = [
-    {"version", "storage"},
+    {"version", "storage", "debug_mode"},
     {"config", "__init__"},
     {"plugins", "torch_features"},
     {"distributed"},

@@ -6,7 +6,6 @@ paragraph to stderr; `--debug` (or IPUFLOW_DEBUG=1) adds the traceback.
 
 from __future__ import annotations
 
-import os
 import shutil
 import sys
 import textwrap
@@ -15,17 +14,17 @@ from typing import Any, List, Optional
 
 import click
 
+from ipuflow.debug_mode import debug_enabled, enable_debug
 from ipuflow.version import VERSION
 
 EXIT_RUNTIME_ERROR = 1
 EXIT_CONFIG_ERROR = 2
 
-_debug = {"enabled": os.environ.get("IPUFLOW_DEBUG", "") not in ("", "0")}
 
 
 def _enable_debug(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
     if value:
-        _debug["enabled"] = True
+        enable_debug()
     return value
 
 
@@ -139,7 +138,7 @@ def run(argv: Optional[List[str]] = None) -> int:
     except ConfigurationError as error:
         if not _reports(error):
             return EXIT_CONFIG_ERROR
-        if _debug["enabled"]:
+        if debug_enabled():
             traceback.print_exc()
         return report_error(str(error), EXIT_CONFIG_ERROR)
     except KeyboardInterrupt:
@@ -149,7 +148,7 @@ def run(argv: Optional[List[str]] = None) -> int:
         exit_code = exit_code_for(error)
         if not _reports(error):
             return exit_code
-        if _debug["enabled"]:
+        if debug_enabled():
             traceback.print_exc()
             return exit_code
         hint = " (run with --debug for the traceback)"

@@ -51,6 +51,7 @@ def _evaluate(archive: Any, input_paths: List[str], batch_size: Optional[int], d
     from ipuflow.evaluation.example_scoring import ExampleScoring, evaluate_examples
     from ipuflow.evaluation.inference import inference_executor_from_config, loader_from_config
     from ipuflow.evaluation.postprocessor import Postprocessor
+    from ipuflow.experiment.vocabulary_sources import refuse_labels_the_model_lacks
 
     model, config = archive.model, archive.config
     executor = inference_executor_from_config(config, model, device, executor_type, onnx_model)
@@ -64,6 +65,7 @@ def _evaluate(archive: Any, input_paths: List[str], batch_size: Optional[int], d
         dataset = archive.validation_dataset_reader.read_columnar(path, metadata=postprocessor is not None)
         if not len(dataset):
             raise ConfigurationError(f"{path} holds no instances: there is nothing to evaluate.")
+        refuse_labels_the_model_lacks(dataset, path, archive.vocab)
         loader = loader_from_config(config, dataset.indexed(archive.vocab), batch_size,
                                     archive.validation_dataset_reader.batch_transform())
         executor.prepare(loader)

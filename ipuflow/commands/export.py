@@ -55,6 +55,10 @@ def export(archive: str, output: str, dynamic: bool, opset: int, batch_size: Opt
 
     refuse_under_torchrun("ipuflow export")
 
+    from ipuflow.config.requirements import ONNX, require_packages
+
+    require_packages("ipuflow export", *ONNX)
+
     from ipuflow.plugins import include_packages
     from ipuflow.experiment.serialization_dir import configure_logging
     from ipuflow.exporting.onnx_export import ExportError, ParityError, export_archive

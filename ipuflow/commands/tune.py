@@ -64,6 +64,10 @@ def tune(config_file: str, search_file: str, serialization_dir: str, resume: boo
 
     refuse_under_torchrun("ipuflow tune")
 
+    from ipuflow.config.requirements import OPTUNA, require_packages
+
+    require_packages("ipuflow tune", OPTUNA)
+
     from ipuflow.experiment.serialization_dir import configure_logging
     from ipuflow.training.state.interruption import TrainingInterrupted
     from ipuflow.tuning.results import format_table, write_results

@@ -3,7 +3,9 @@
 The resolver finds a bad key only when it builds the section that holds it, which for a trainer
 key is after the data has been read and the vocabulary counted, and it stops at the first. This
 walks the config along the same constructor signatures the resolver reads (`config_parameters`)
-without building anything, and reports every unknown key and unknown registered name at once.
+without building anything, and reports every unknown key and unknown registered name at once, and
+every optional package a named component declares (`required_packages`) or a `package://` value
+names that is not installed.
 It only reports what the resolver would refuse: where it cannot tell (a value for `Any`, a union
 whose members disagree, a class that takes its keys verbatim) it says nothing and leaves the
 value to the resolver.
@@ -12,7 +14,7 @@ value to the resolver.
 from __future__ import annotations
 
 import typing
-from typing import Any, Callable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ipuflow.config.allennlp_names import allennlp_renamed_key, allennlp_renamed_type
 from ipuflow.config.errors import ConfigurationError
@@ -22,18 +24,20 @@ from ipuflow.config.from_params import (
 from ipuflow.config.injected import injected_arguments
 from ipuflow.config.lazy import Lazy
 from ipuflow.config.params import Params
+from ipuflow.config.requirements import PackageRequirement, missing_package_error, missing_pretrained_packages
 
 
 def key_errors(config: Any, cls: type, constructor: Optional[Callable[..., Any]] = None, history: str = "") -> List[ConfigurationError]:
     """Every unknown key and unknown `type` name in `config` (a dict or `Params`) for building
-    `cls` (with `constructor`, default: as the resolver would pick), each with its key path."""
+    `cls` (with `constructor`, default: as the resolver would pick), each with its key path, and
+    every optional package that the config needs and this environment lacks."""
     raw = config.as_dict() if isinstance(config, Params) else config
     errors: List[ConfigurationError] = []
     if constructor is None:
         _check_value(raw, cls, history.rstrip("."), errors)
     else:
         _check_object(raw, cls, constructor, history, errors)
-    return errors
+    return errors + missing_pretrained_packages(raw, history.rstrip("."))
 
 
 def check_config_keys(config: Any, cls: type, constructor: Optional[Callable[..., Any]] = None) -> None:
@@ -121,8 +125,18 @@ def _check_component(value: Any, cls: type, path: str, errors: List[Configuratio
             return  # a plain class takes its keys verbatim
         cls = subclass
         constructor = subclass.__init__ if constructor_name is None else getattr(subclass, constructor_name)  # type: ignore[misc]
+        for requirement in _declared_requirements(subclass, value):
+            if not requirement.installed():
+                errors.append(missing_package_error(requirement, repr(type_name), f"{path}.type" if path else "type"))
         value = {key: item for key, item in value.items() if key != "type"}
     _check_object(value, cls, constructor, f"{path}." if path else "", errors)
+
+
+def _declared_requirements(cls: type, value: Dict[str, Any]) -> List[PackageRequirement]:
+    """The optional packages `cls` declares it needs, and those its config `value` makes it need."""
+    declared = list(getattr(cls, "required_packages", ()))
+    for_config = getattr(cls, "packages_for_config", None)
+    return declared + list(for_config(value)) if callable(for_config) else declared
 
 
 def _check_object(value: Any, cls: type, constructor: Callable[..., Any], history: str,

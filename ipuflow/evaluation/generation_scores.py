@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Sequence
+from typing import Any, ClassVar, Dict, List, Sequence, Tuple
 
 from ipuflow.config import ConfigurationError
+from ipuflow.config.requirements import PackageRequirement
 from ipuflow.evaluation.answer_scores import exact_match
 from ipuflow.evaluation.postprocessor import Postprocessor
 
@@ -43,6 +44,8 @@ class GenerationScores(Postprocessor):
     reader's metadata): `rouge1`, `rouge2`, `rougeL` (F-measures of Google's `rouge-score`, with
     Porter stemming unless `use_stemmer` is false) and `exact_match`, as fractions. Predictions are
     `{"source", "generated", "target"}` per example."""
+
+    required_packages: ClassVar[Tuple[PackageRequirement, ...]] = (PackageRequirement("rouge_score", "rouge-score", "seq2seq"),)
 
     def __init__(self, use_stemmer: bool = True) -> None:
         self.use_stemmer = use_stemmer

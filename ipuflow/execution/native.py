@@ -17,6 +17,7 @@ from ipuflow.distributed.data_parallel import SHARDED_MARK, ReplicaGroup, mean_o
 from ipuflow.distributed.process_group import BACKENDS, rank_device
 from ipuflow.distributed.replicas import replicated_options
 from ipuflow.data.collate import DEFAULT_LENGTH_MULTIPLE
+from ipuflow.execution.cpu_threads import AUTO, follow_checkpoint_threads, set_cpu_threads
 from ipuflow.execution.executor import COMPILE_IGNORED_WARNING, Batch, StepExecutor, StepResult, require_optimizer_for
 from ipuflow.execution.input_spec import InputSpec
 from ipuflow.execution.memory_and_math import enable_gradient_checkpointing, enable_tf32
@@ -106,14 +107,6 @@ def _updated_parameters(optimizer: Optional[torch.optim.Optimizer]) -> List[torc
     return [parameter for group in optimizer.param_groups for parameter in group["params"]]
 
 
-def _limit_cpu_threads(num_threads: Optional[int]) -> None:
-    """Set torch's CPU threads for this process when `num_threads` is given."""
-    threads = validators.positive_int("num_threads", num_threads, optional=True)
-    if threads is not None:
-        # Process-wide: on a machine shared with other jobs, fewer threads than cores avoids oversubscription.
-        torch.set_num_threads(threads)
-
-
 def _options_per_rank(options: Dict[str, Any], world_size: int, sharding: Optional[str]) -> Dict[str, Any]:
     """The shared options as one rank of `world_size` runs them under torchrun."""
     resolved = replicated_options(options, world_size)
@@ -157,7 +150,7 @@ class NativeExecutor(StepExecutor):
         distributed_backend: str = "auto",
         sharding: Optional[str] = None,
         find_unused_parameters: bool = False,
-        num_threads: Optional[int] = None,
+        num_threads: Any = AUTO,  # an int, "auto" or null: set_cpu_threads words a bad value
         gradient_checkpointing: bool = False,
         tf32: bool = False,
         **options: Any,
@@ -167,12 +160,12 @@ class NativeExecutor(StepExecutor):
         distributed_backend: under torchrun, the process group's backend: auto (nccl on CUDA, gloo on CPU), gloo or nccl.
         sharding: under torchrun, null or ddp (every rank holds the whole model) or fsdp (FSDP2 shards it).
         find_unused_parameters: under torchrun, let DDP handle parameters that get no gradient in a forward.
-        num_threads: torch's CPU threads for this process (torch.set_num_threads); null keeps torch's default, one per core.
+        num_threads: torch's CPU threads: an int; "auto", one per core other jobs leave idle; null, torch's default.
         gradient_checkpointing: in training, recompute activations in the backward pass (the model's own
             gradient_checkpointing_enable) to save memory.
         tf32: on CUDA, let float32 matrix multiplications use TF32.
         """
-        _limit_cpu_threads(num_threads)
+        set_cpu_threads(num_threads)
         context = distributed.current()
         if context is not None:
             options = _options_per_rank(options, context.world_size, sharding)
@@ -274,6 +267,7 @@ class NativeExecutor(StepExecutor):
                 device=self._device_option,
                 compile=self._compile_option,
                 tf32=self._tf32,
+                num_threads=None,  # the training executor set this process's threads already
                 **self._distributed_options,
                 **dataclasses.asdict(self._options.as_inference()),
             )
@@ -584,7 +578,8 @@ class NativeExecutor(StepExecutor):
         if self._replica_streams is not None and state.get("replica_rng") is not None:
             self._replica_streams.load_state_dict(state["replica_rng"])
         saved_threads, threads = state.get("cpu_threads"), torch.get_num_threads()
-        if self._device.type == "cpu" and saved_threads is not None and saved_threads != threads:
+        if self._device.type == "cpu" and saved_threads is not None and saved_threads != threads \
+                and not follow_checkpoint_threads(saved_threads):
             # oneMKL's sgemm splits its sums by the thread count, so the order of float additions changes.
             warnings.warn(
                 f"The checkpoint was written with {saved_threads} CPU threads and this process runs {threads}: "

@@ -8,11 +8,12 @@ onnxruntime is imported only when an executor is built.
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, ClassVar, Dict, List, Mapping, Optional, Tuple
 
 import torch
 
 from ipuflow.config import ConfigurationError
+from ipuflow.config.requirements import PackageRequirement
 from ipuflow.execution.executor import Batch, StepExecutor, StepResult
 from ipuflow.execution.input_spec import InputSpec
 from ipuflow.execution.step_outputs import OutputCollector, find_loss
@@ -105,6 +106,8 @@ class OnnxRuntimeExecutor(StepExecutor):
     `intra_op_threads` the CPU threads per call (default: ONNX Runtime's, one per core). `model`
     is the archive's PyTorch model; its weights must be those the file was exported from.
     """
+
+    required_packages: ClassVar[Tuple[PackageRequirement, ...]] = (PackageRequirement("onnxruntime", "onnxruntime", "onnx"),)
 
     def __init__(
         self,

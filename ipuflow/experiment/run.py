@@ -141,8 +141,8 @@ def train_model(params: Params, serialization_dir: Union[str, Path], recover: bo
         finally:
             if lock is not None:
                 lock.release()
-            if created and phase[0] == "start-up" and is_primary():
-                remove_if_empty(directory)
+            if created and is_primary():
+                remove_if_empty(directory)  # a run that failed before it trained anything left it empty
 
 
 def _train_locked(params: Params, directory: Path, lock: Optional[RunDirectoryLock], enter: Callable[[str], None],
@@ -167,7 +167,14 @@ def _train_locked(params: Params, directory: Path, lock: Optional[RunDirectoryLo
     if isinstance(started, dict):
         return started  # the run was complete: nothing to do
     experiment = started
-    metrics = experiment.run(on_phase=enter)
+    try:
+        metrics = experiment.run(on_phase=enter)
+    except BaseException as error:
+        if primary and not recover and _failed_before_first_update(experiment, error):
+            # Nothing was trained, so nothing is lost: the same command runs again without --force.
+            configure_logging(None, file_friendly_logging)
+            remove_new_entries(directory, before)
+        raise
     enter("writing metrics")
     if recover and (directory / METRICS_NAME).is_file():
         # A recovered run that had little or nothing left to do reports less than the original run
@@ -192,6 +199,16 @@ def _train_locked(params: Params, directory: Path, lock: Optional[RunDirectoryLo
     logger.info("Metrics: %s", json.dumps(metrics, indent=2))
     logger.info("Run ended: complete (%s).", status.describe())
     return metrics
+
+
+def _failed_before_first_update(experiment: "TrainModel", error: BaseException) -> bool:
+    """Whether `error` (not an interruption, which prints how to resume) ended training before any update."""
+    from ipuflow.training.state.interruption import TrainingInterrupted
+
+    if isinstance(error, (TrainingInterrupted, KeyboardInterrupt)):
+        return False
+    state = getattr(experiment.trainer, "state", None)
+    return state is not None and getattr(state, "global_step", None) == 0
 
 
 def _ending(error: BaseException) -> str:

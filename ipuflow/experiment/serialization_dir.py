@@ -56,6 +56,7 @@ def prepare_serialization_dir(directory: Path, params: Params, recover: bool, fo
                 f"--recover: {directory} holds no {CONFIG_NAME}, so there is no run to recover. Drop --recover "
                 f"to start a new run there."
             )
+    make_serialization_dir(directory)  # the lock file goes into it
     if lock is not None:
         lock.acquire()
     if recover:
@@ -71,8 +72,19 @@ def prepare_serialization_dir(directory: Path, params: Params, recover: bool, fo
         _remove_contents(directory)
     else:
         _refuse_contents(directory)  # again, now that the lock keeps other processes out
-    directory.mkdir(parents=True, exist_ok=True)
+    make_serialization_dir(directory)
     return []
+
+
+def make_serialization_dir(directory: Path) -> None:
+    """Create `directory` and its parents, or explain as a usage error why it cannot be created."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        # Permission bits can say yes where the filesystem says no (/proc, a read-only mount, a full disk).
+        raise ConfigurationError(
+            f"{directory} cannot be created ({error.strerror or type(error).__name__}). Choose a directory you "
+            "can write to.", path="-s/--serialization-dir") from None
 
 
 def refuse_unusable_directory(directory: Path) -> None:

@@ -54,15 +54,31 @@ def refuse_unseen_labels(datasets: Mapping[str, Any], paths: Mapping[str, Option
     """A clear error if a dataset holds a label (of a namespace without an OOV token) that `vocab`
     lacks, naming the file, the instance and the label."""
     for name, dataset in datasets.items():
-        found = dataset.first_unknown_label(vocab) if hasattr(dataset, "first_unknown_label") else None
-        if found is None:
-            continue
-        namespace, label, index = found
-        known = sorted(vocab.get_token_to_index_vocabulary(namespace))
-        shown = ", ".join(repr(item) for item in known[:20]) + (", ..." if len(known) > 20 else "")
-        raise ConfigurationError(
-            f"{paths[name]}: instance {index + 1} has the label {label!r}, which the vocabulary's {namespace!r} "
-            f"namespace lacks (it holds {shown or 'nothing'}); the labels come from the training data "
-            f"({paths['train']}). Fix the label, or list {name!r} in datasets_for_vocab_creation to train on the "
-            f"labels of the {name} data too.", key=path_key(name),
-        )
+        unseen = _unseen_label(dataset, paths[name], vocab)
+        if unseen is not None:
+            raise ConfigurationError(
+                f"{unseen}; the labels come from the training data ({paths['train']}). Fix the label, or list "
+                f"{name!r} in datasets_for_vocab_creation to train on the labels of the {name} data too.",
+                key=path_key(name),
+            )
+
+
+def refuse_labels_the_model_lacks(dataset: Any, path: str, vocab: Vocabulary) -> None:
+    """For `ipuflow evaluate`: a clear error, naming the file, the instance and the label, if `dataset`
+    holds a label the archived model's vocabulary lacks (a class it was never trained on)."""
+    unseen = _unseen_label(dataset, path, vocab)
+    if unseen is not None:
+        raise ConfigurationError(f"{unseen}: the model was trained on those labels only, so it cannot be scored on "
+                                 "this one. Fix the label, or evaluate a model trained with it.")
+
+
+def _unseen_label(dataset: Any, path: Optional[str], vocab: Vocabulary) -> Optional[str]:
+    """Where the first label `vocab` lacks is in `dataset` (read from `path`), worded; None if none."""
+    found = dataset.first_unknown_label(vocab) if hasattr(dataset, "first_unknown_label") else None
+    if found is None:
+        return None
+    namespace, label, index = found
+    known = sorted(vocab.get_token_to_index_vocabulary(namespace))
+    shown = ", ".join(repr(item) for item in known[:20]) + (", ..." if len(known) > 20 else "")
+    return (f"{path}: instance {index + 1} has the label {label!r}, which the vocabulary's {namespace!r} "
+            f"namespace lacks (it holds {shown or 'nothing'})")

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, ClassVar, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
 from ipuflow.config import ConfigurationError, validators
+from ipuflow.config.requirements import SEQEVAL, PackageRequirement
 from ipuflow.data.vocabulary import Vocabulary
 from ipuflow.metrics.metric import Metric
 from ipuflow.metrics.summed_over_ranks import summed_over_ranks
@@ -41,6 +42,8 @@ class SpanF1(Metric):
     is passed in by the model); a gold position of `IGNORE_LABEL` inside the mask (a tag that the
     vocabulary lacks) reads as `O`. Counts are summed over ranks under torchrun.
     """
+
+    required_packages: ClassVar[Tuple[PackageRequirement, ...]] = (SEQEVAL,)
 
     def __init__(self, vocab: Optional[Vocabulary] = None, label_namespace: str = "labels", scheme: str = "IOB2",
                  labels: Optional[Sequence[str]] = None) -> None:

@@ -4,16 +4,22 @@ by generating."""
 from __future__ import annotations
 
 import copy
+import logging
 from pathlib import Path
-from typing import Any, Dict, Mapping, Optional, Tuple, Union
+from typing import Any, ClassVar, Dict, Mapping, Optional, Tuple, Union
 
 import torch
 
 from ipuflow.config import ConfigurationError, validators
+from ipuflow.config.requirements import PackageRequirement, TRANSFORMERS
 from ipuflow.data.local_pretrained import import_transformers_offline, is_archived_copy, resolve_local_pretrained
 from ipuflow.data.vocabulary import Vocabulary
+from ipuflow.debug_mode import debug_enabled
+from ipuflow.models.huggingface.load_report import quiet_load_report
 from ipuflow.models.huggingface.transformer_layout import TransformerPipelineLayout
 from ipuflow.models.model import IGNORE_LABEL, Model
+
+logger = logging.getLogger(__name__)
 
 
 def _attention_mask(mask: torch.Tensor) -> torch.Tensor:
@@ -42,6 +48,8 @@ class Seq2SeqGenerator(TransformerPipelineLayout, Model):
     decoder's or the pretrained model's directory) decodes the generated ids into `generated_text`,
     which the `generation_scores` postprocessor scores with ROUGE.
     """
+
+    required_packages: ClassVar[Tuple[PackageRequirement, ...]] = (TRANSFORMERS,)
 
     default_predictor = "seq2seq"
 
@@ -147,8 +155,14 @@ class Seq2SeqGenerator(TransformerPipelineLayout, Model):
                 transformers.AutoConfig.from_pretrained(str(decoder_path), local_files_only=True, trust_remote_code=False),
                 tie_encoder_decoder=tie)
             return transformers.EncoderDecoderModel(config=config)
-        return transformers.EncoderDecoderModel.from_encoder_decoder_pretrained(
-            str(encoder_path), str(decoder_path), tie_encoder_decoder=tie, local_files_only=True, trust_remote_code=False)
+        with quiet_load_report():
+            model = transformers.EncoderDecoderModel.from_encoder_decoder_pretrained(
+                str(encoder_path), str(decoder_path), tie_encoder_decoder=tie, local_files_only=True,
+                trust_remote_code=False)
+        logger.info("EncoderDecoderModel warm-started from %s and %s: the decoder's cross-attention weights are new, "
+                    "randomly initialised, to train%s.", encoder, decoder,
+                    "" if debug_enabled() else " (--debug shows transformers' loading report)")
+        return model
 
     def forward(  # type: ignore[override]
         self, tokens: torch.Tensor, tokens_mask: torch.Tensor, target_tokens: Optional[torch.Tensor] = None,

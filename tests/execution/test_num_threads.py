@@ -26,13 +26,13 @@ def test_num_threads_sets_torchs_intra_op_threads(restore_threads):
     assert isinstance(executor, NativeExecutor) and torch.get_num_threads() == 1
 
 
-def test_without_num_threads_torchs_setting_is_left_alone(restore_threads):
+def test_null_num_threads_leaves_torchs_setting_alone(restore_threads):
     torch.set_num_threads(2)
-    build()
+    build(num_threads=None)
     assert torch.get_num_threads() == 2
 
 
-@pytest.mark.parametrize("value", [0, -1, 1.5, "2"])
+@pytest.mark.parametrize("value", [0, -1, 1.5, "2", "automatic"])
 def test_a_bad_num_threads_names_its_key(value, restore_threads):
-    with pytest.raises(ConfigurationError, match=r"^trainer\.executor\.num_threads: expected an int"):
+    with pytest.raises(ConfigurationError, match=r"^trainer\.executor\.num_threads: expected an int >= 1"):
         build(num_threads=value)

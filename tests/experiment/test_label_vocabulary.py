@@ -52,3 +52,13 @@ def test_the_tokens_of_every_dataset_still_count_by_default(tmp_path, capsys):
     assert code == 0, error
     tokens = Vocabulary.from_files(data / "run" / "vocabulary").get_token_to_index_vocabulary("tokens")
     assert "zyzzyva" in tokens  # as AllenNLP's default: every dataset read counts for padded namespaces
+
+
+def test_evaluate_names_the_file_and_instance_of_a_label_the_model_never_saw(trained_run, tmp_path, capsys):
+    """issue 36, point 10: training's error names the file and instance, evaluate's named neither."""
+    data = tmp_path / "unseen.jsonl"
+    data.write_text('{"text": "a fine film", "label": "pos"}\n{"text": "so so", "label": "neutral"}\n')
+    assert run(["evaluate", str(trained_run), str(data)]) == 2
+    message = " ".join(capsys.readouterr().err.split())
+    assert f"{data}: instance 2 has the label 'neutral', which the vocabulary's 'labels' namespace lacks" in message
+    assert "'neg', 'pos'" in message and "trained on" in message

@@ -260,7 +260,7 @@ def test_tensorboard_event_files(tmp_path):
     train_events = EventAccumulator(str(tmp_path / "log" / "train")).Reload()
     tags = train_events.Tags()["scalars"]
     assert {"batch/loss", "batch/batch_loss", "batch/lr", "epoch/loss", "memory/cpu_rss_MB"} <= set(tags)
-    assert [event.step for event in train_events.Scalars("epoch/loss")] == [1, 2]
+    assert [event.step for event in train_events.Scalars("epoch/loss")] == [0, 1]  # numbered as metrics.json
     validation_events = EventAccumulator(str(tmp_path / "log" / "validation")).Reload()
     assert "epoch/loss" in validation_events.Tags()["scalars"]
 

@@ -6,9 +6,10 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple, Union
+from typing import Any, ClassVar, Dict, Iterator, List, Mapping, Optional, Tuple, Union
 
 from ipuflow.config import ConfigurationError, validators
+from ipuflow.config.requirements import PackageRequirement
 from ipuflow.data.columnar import FieldBatch, file_identity
 from ipuflow.data.instance import Instance
 from ipuflow.data.readers.dataset_reader import RECORDS_PER_BATCH, DatasetReader
@@ -55,6 +56,8 @@ class HuggingfaceDatasetReader(DatasetReader):
     than the disk cache); only the tokenized columns are kept. Nothing is downloaded: a path that is
     not local is an error.
     """
+
+    required_packages: ClassVar[Tuple[PackageRequirement, ...]] = (PackageRequirement("datasets", "datasets", "hf"),)
 
     def __init__(
         self,

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, ClassVar, Dict, List, Optional, Sequence, Tuple
 
 from ipuflow.config import ConfigurationError, validators
+from ipuflow.config.requirements import PackageRequirement, TRANSFORMERS
 from ipuflow.data.columnar.builder import TOKEN_IDS, FieldBatch
 from ipuflow.data.columnar.fingerprint import object_fingerprint
 from ipuflow.data.fields import TextField
@@ -22,6 +23,8 @@ class PretrainedTransformerTokenizer(Tokenizer):
     vocabulary. Texts are truncated to `max_length` tokens (special tokens included; by default
     the tokenizer's own limit).
     """
+
+    required_packages: ClassVar[Tuple[PackageRequirement, ...]] = (TRANSFORMERS,)
 
     def __init__(self, model_name: str, max_length: Optional[int] = None, add_special_tokens: bool = True) -> None:
         validators.positive_int("max_length", max_length, optional=True)

@@ -11,6 +11,7 @@ import torch
 from ipuflow.config import ConfigurationError
 from ipuflow.config.bounded_regex import search_names
 from ipuflow.data.local_pretrained import import_transformers_offline, is_archived_copy, resolve_local_pretrained
+from ipuflow.models.huggingface.load_report import log_load_summary, quiet_load_report
 
 WEIGHT_FILES = (
     "model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json",
@@ -47,10 +48,14 @@ def load_auto_model(auto_class: str, name: str, key: str, settings: Mapping[str,
     kwargs["local_files_only"] = True
     kwargs["trust_remote_code"] = False  # never code from the model directory, and never a prompt on stdin
     kwargs.setdefault("ignore_mismatched_sizes", True)  # a new task head replaces one with other labels
+    kwargs["output_loading_info"] = True  # summarised in one line instead of transformers' table
     try:
-        return factory.from_pretrained(str(path), **kwargs, **settings)
+        with quiet_load_report():
+            model, loading_info = factory.from_pretrained(str(path), **kwargs, **settings)
     except (OSError, ValueError, TypeError) as error:
         raise ConfigurationError(f"cannot load a {auto_class} from {path}: {error}", key=key) from None
+    log_load_summary(type(model).__name__, name, loading_info)
+    return model
 
 
 def model_from_config(auto_class: str, config: Mapping[str, Any], settings: Mapping[str, Any]) -> torch.nn.Module:

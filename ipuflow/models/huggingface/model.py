@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Union
+from typing import Any, ClassVar, Dict, List, Mapping, Optional, Tuple, Union
 
 import torch
 
 from ipuflow.config import ConfigurationError, Params, validators
+from ipuflow.config.requirements import PackageRequirement, TRANSFORMERS
 from ipuflow.data.vocabulary import Vocabulary
 from ipuflow.metrics import Metric
 from ipuflow.models.huggingface.loading import freeze_parameters, load_auto_model, model_from_config
@@ -40,6 +41,16 @@ class HuggingfaceModel(TransformerPipelineLayout, MetricsModel):
     `label_subtokens`, `"first"` or `"all"`; `causal_lm`: `max_new_tokens` that `predict` generates).
     `metrics` replace the task's default metrics.
     """
+
+    required_packages: ClassVar[Tuple[PackageRequirement, ...]] = (TRANSFORMERS,)
+
+    @classmethod
+    def packages_for_config(cls, config: Mapping[str, Any]) -> Tuple[PackageRequirement, ...]:
+        """What the `task` the config names needs besides transformers (token classification: seqeval)."""
+        task = config.get("task")
+        if not isinstance(task, str) or task not in HuggingfaceTask.list_available():
+            return ()  # the resolver words a bad task
+        return tuple(getattr(HuggingfaceTask.by_name(task), "required_packages", ()))
 
     def __init__(
         self,

@@ -3,11 +3,12 @@ named-entity recognition, from word pieces aligned with words by the `conll2003`
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping
+from typing import Any, ClassVar, Dict, List, Mapping, Tuple
 
 import torch
 
 from ipuflow.config import ConfigurationError, validators
+from ipuflow.config.requirements import SEQEVAL, PackageRequirement
 from ipuflow.data.collate import IGNORE_LABEL
 from ipuflow.data.vocabulary import Vocabulary
 from ipuflow.metrics import Metric, SpanF1
@@ -48,6 +49,7 @@ class TokenClassificationTask(HuggingfaceTask):
     """
 
     auto_class = "AutoModelForTokenClassification"
+    required_packages: ClassVar[Tuple[PackageRequirement, ...]] = (SEQEVAL,)  # span_f1 and the tagger's entities
     default_predictor = "sequence_tagger"
 
     def __init__(self, vocab: Vocabulary, label_namespace: str = "labels", label_smoothing: float = 0.0,

@@ -88,7 +88,8 @@ class TrainerCallback(Registrable):
 
     def on_step_end(self, event: TrainerEvent) -> None:
         """A training host call ran its optimizer updates; `event.outputs` stay on the device and
-        `event.logs` is set only at logging points (so that no callback forces a device sync)."""
+        `event.logs` is set only at logging points and after each epoch's first call (so that no
+        callback forces a device sync, and the progress bar has a loss from the epoch's start)."""
 
     def on_log(self, event: TrainerEvent) -> None:
         """The running training metrics were read: `event.logs` (`loss`, `batch_loss`, `lr`...)."""

@@ -19,7 +19,8 @@ class TensorBoardCallback(TrainerCallback):
 
     Training writer (``log/train``): every logging point, ``batch/<name>`` for the running metrics
     (``loss``, ``batch_loss``, ``lr``...) at the optimizer-update step, and after every epoch
-    ``epoch/<name>`` for its ``training_*`` metrics at step ``epoch + 1``. Validation writer
+    ``epoch/<name>`` for its ``training_*`` metrics at step ``epoch`` (the epoch's number, from 0, as
+    in metrics.json). Validation writer
     (``log/validation``): ``epoch/<name>`` per epoch, and ``update/<name>`` for every validation at
     its optimizer-update step (the ones from `validation_interval` included). Writers open on the
     first event, so building the callback costs nothing.
@@ -65,7 +66,8 @@ class TensorBoardCallback(TrainerCallback):
         for prefix, writer_name in (("training_", "train"), ("validation_", "validation")):
             for key, value in metrics.items():
                 if key.startswith(prefix) and key != "training_duration" and isinstance(value, (int, float)):
-                    self.writer(writer_name).add_scalar(f"epoch/{key[len(prefix):]}", value, epoch + 1)
+                    # At the epoch's number, from 0, as metrics_epoch_N.json and metrics.json number it.
+                    self.writer(writer_name).add_scalar(f"epoch/{key[len(prefix):]}", value, epoch)
         for writer in self._writers.values():
             writer.flush()
 

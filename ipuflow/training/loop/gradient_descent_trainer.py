@@ -63,15 +63,15 @@ class GradientDescentTrainer(TrainerReadout, CallbackList, Trainer):
 
     Where training stands is `state` (a `TrainerState`); every event goes through one dispatch to the
     callbacks (docs/training.md). The running loss is summed on the device and read only every
-    `log_interval` optimizer updates, before checkpoints and at epoch ends; a NaN/inf loss is left out of
-    it and counted (`nonfinite_losses`), and `stop_after_nonfinite_losses` in a row stop training with
-    `NonFiniteLossError`. `validation_interval` also validates every N optimizer
-    updates; `max_steps` ends training after N (validating, writing metrics, best weights and a
-    checkpoint as at an epoch end). The run's status (`RunStatus`) and which weights are the best are
-    checkpointed, so a resumed run that had stopped stays stopped unless a limit it stopped at was
-    raised, and resuming repairs `best.safetensors` after a crash between a checkpoint and writing it.
-    Callbacks may read `checkpointer`, `learning_rate_scheduler`, `num_epochs` and `max_steps` (the configured limits).
-    """
+    `log_interval` optimizer updates (and after each epoch's first host call, for the progress bar),
+    before checkpoints and at epoch ends; a NaN/inf loss is left out of it and counted
+    (`nonfinite_losses`), and `stop_after_nonfinite_losses` in a row stop training with
+    `NonFiniteLossError`. `validation_interval` also validates every N optimizer updates; `max_steps`
+    ends training after N (validating, writing metrics, best weights and a checkpoint as at an epoch
+    end). The run's status (`RunStatus`) and which weights are the best are checkpointed, so a resumed
+    run that had stopped stays stopped unless a limit it stopped at was raised, and resuming repairs
+    `best.safetensors` after a crash between a checkpoint and writing it. Callbacks may read
+    `checkpointer`, `learning_rate_scheduler`, `num_epochs` and `max_steps` (the configured limits)."""
 
     replaced_keys = ALLENNLP_TRAINER_KEYS
 
@@ -297,8 +297,9 @@ class GradientDescentTrainer(TrainerReadout, CallbackList, Trainer):
         logs = None
         if control.should_log or self._crossed(self._log_interval, result.optimizer_updates):
             logs = self._metrics.logs(result.loss)
-        self._events.fire("on_step_end", epoch=epoch, batch_number=batch_number, batch=batch,
-                          outputs=result.outputs, logs=logs)
+        # Read once per epoch for on_step_end alone (no logging point): the progress bar shows a loss from the start.
+        self._events.fire("on_step_end", epoch=epoch, batch_number=batch_number, batch=batch, outputs=result.outputs,
+                          logs=self._metrics.logs(result.loss) if logs is None and batch_number == 1 else logs)
         if logs is None and control.should_log:  # asked for during on_step_end
             logs = self._metrics.logs(result.loss)
         if logs is not None:

@@ -103,7 +103,7 @@ class RunStatus:
             STOPPED_EARLY: "early (the validation metric ran out of patience)",
             STOPPED_BY_CALLBACK: "early (a callback asked to stop)",
         }.get(self.stopped, f"({self.stopped})")
-        done = [f"training stopped {why}, after {self.epochs_completed} complete epochs and "
+        done = [f"training stopped {why}, after {_complete_epochs(self.epochs_completed)} and "
                 f"{self.optimizer_updates} optimizer updates"]
         if self.test_evaluated:
             done.append("the test set was evaluated")
@@ -120,6 +120,14 @@ class RunStatus:
         """The status `to_dict` wrote (unknown keys ignored; none means a run still training)."""
         known = {f.name for f in dataclasses.fields(cls)}
         return cls(**{key: value for key, value in (values or {}).items() if key in known})
+
+
+def _complete_epochs(count: int) -> str:
+    """A count of complete epochs with the numbers they had (from 0, as metrics.json numbers them)."""
+    if count == 0:
+        return "0 complete epochs"
+    numbers = "0" if count == 1 else f"0 to {count - 1}"
+    return f"{count} complete epoch{'s' if count > 1 else ''} (numbered {numbers}, as in metrics.json)"
 
 
 def stop_reason(out_of_patience: bool, asked_to_stop: bool, reached_max_steps: bool, epochs_done: bool) -> Optional[str]:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import importlib
 import logging
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Dict, List, Optional, Tuple
 
 from ipuflow.config import ConfigurationError
+from ipuflow.config.requirements import PackageRequirement, TRANSFORMERS
 from ipuflow.config.import_policy import check_module_may_be_imported
 from ipuflow.training.callbacks.callback import TrainerCallback
 from ipuflow.training.callbacks.huggingface.state_mirror import (
@@ -82,6 +83,8 @@ class HuggingFaceCallback(TrainerCallback):
     training_args: TrainingArguments fields to set beyond what ipuflow derives from the config,
         e.g. {"metric_for_best_model": "accuracy"}.
     """
+
+    required_packages: ClassVar[Tuple[PackageRequirement, ...]] = (TRANSFORMERS,)
 
     def __init__(self, serialization_dir: str, callback: str, args: Optional[Dict[str, Any]] = None,
                  training_args: Optional[Dict[str, Any]] = None) -> None:

@@ -8,9 +8,10 @@ import json
 import logging
 import os
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, ClassVar, Dict, List, Mapping, Optional, Tuple
 
 from ipuflow.config import ConfigurationError
+from ipuflow.config.requirements import PackageRequirement
 from ipuflow.training.callbacks.callback import TrainerCallback
 from ipuflow.training.callbacks.tracking.mlflow_run import MlflowRun
 from ipuflow.training.callbacks.tracking.tracked_run import RunEnd, TrackedRun
@@ -146,6 +147,8 @@ class MlflowCallback(TrackingCallback):
     tags: tags set on the run.
     """
 
+    required_packages: ClassVar[Tuple[PackageRequirement, ...]] = (PackageRequirement("mlflow", "mlflow-skinny", "mlflow"),)
+
     def __init__(self, serialization_dir: str, tracking_uri: Optional[str] = None, experiment_name: str = "ipuflow",
                  run_name: Optional[str] = None, tags: Optional[Dict[str, str]] = None) -> None:
         super().__init__(serialization_dir)
@@ -173,6 +176,8 @@ class WandbCallback(TrackingCallback):
     mode: "offline", "online" or "disabled" (default: $WANDB_MODE, else "offline").
     tags: tags set on the run.
     """
+
+    required_packages: ClassVar[Tuple[PackageRequirement, ...]] = (PackageRequirement("wandb", "wandb", "wandb"),)
 
     def __init__(self, serialization_dir: str, project: Optional[str] = None, entity: Optional[str] = None,
                  name: Optional[str] = None, mode: Optional[str] = None, tags: Optional[List[str]] = None) -> None:
