@@ -3,7 +3,10 @@
 torch starts one thread per core whatever else runs. On a machine shared with other jobs those
 threads wait on each other (the quickstart trained 5× slower under a load of 7.7 on 2 cores than
 with one thread), so the default, ``"auto"``, takes the cores this process may use and leaves out
-the ones other jobs keep busy, read from the load average.
+the ones other jobs keep busy now: measured over a tenth of a second from the kernel's per-core
+idle time (/proc/stat), not from the 1-minute load average, which still counts a run that has just
+ended (a run started right after another would get half the cores of an idle machine). Where there
+is no /proc/stat, the load average less this process's own share stands in.
 """
 
 from __future__ import annotations
@@ -11,8 +14,9 @@ from __future__ import annotations
 import logging
 import math
 import os
+import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Dict, List, Optional
 
 import torch
 
@@ -31,8 +35,9 @@ _chosen: Optional[int] = None
 
 
 def choose_cpu_threads(cores: int, load_average: float, own_load: float = 0.0) -> int:
-    """The threads for torch on `cores` usable cores while the 1-minute `load_average` holds
-    `own_load` of this process's own: one per core that the other jobs leave idle, at least one."""
+    """The threads for torch on `cores` usable cores while other work keeps `load_average` cores busy
+    (a measured count, or the 1-minute load average holding `own_load` of this process's own): one
+    per core that the other jobs leave idle, at least one."""
     busy_elsewhere = max(0.0, load_average - own_load)
     return max(1, min(cores, math.floor(cores - busy_elsewhere + 0.5)))
 
@@ -74,6 +79,12 @@ def _auto_threads() -> Optional[int]:
                     torch.get_num_threads())
         return None  # torch read it at start-up; torchrun sets it for each of its processes
     cores = min(_usable_cores(), torch.get_num_threads())  # torch's default counts physical cores only
+    busy = _cores_busy_now()
+    if busy is not None:
+        _chosen = choose_cpu_threads(cores, busy)
+        logger.info("CPU threads: %d of %d cores (trainer.executor.num_threads: \"auto\": other jobs keep %.1f "
+                    "core(s) busy now; an int sets the count, null keeps torch's one per core)", _chosen, cores, busy)
+        return _chosen
     try:
         load = os.getloadavg()[0]
     except OSError:
@@ -84,6 +95,46 @@ def _auto_threads() -> Optional[int]:
                 "%.1f of it this process's own; an int sets the count, null keeps torch's one per core)",
                 _chosen, cores, load, own)
     return _chosen
+
+
+def busy_cores(before: Dict[str, List[int]], after: Dict[str, List[int]]) -> float:
+    """How many of the cores in both /proc/stat samples (name -> jiffies: user, nice, system, idle,
+    iowait, irq, softirq, steal) were busy between them: idle and iowait time counts as idle."""
+    busy = 0.0
+    for name, start in before.items():
+        end = after.get(name)
+        if end is None:
+            continue
+        deltas = [later - earlier for earlier, later in zip(start, end)]
+        total = sum(deltas[:8])
+        if total > 0:
+            busy += 1.0 - (deltas[3] + deltas[4]) / total
+    return busy
+
+
+def _cores_busy_now(interval: float = 0.1) -> Optional[float]:
+    """The cores of this process's affinity that other work kept busy over `interval` seconds (this
+    process sleeps meanwhile); None without /proc/stat."""
+    before = _core_times()
+    if not before:
+        return None
+    time.sleep(interval)
+    return busy_cores(before, _core_times())
+
+
+def _core_times() -> Dict[str, List[int]]:
+    """/proc/stat's jiffies of each core this process may run on (empty where there is none)."""
+    try:
+        allowed = {f"cpu{index}" for index in os.sched_getaffinity(0)}
+        lines = Path("/proc/stat").read_text().splitlines()
+    except (AttributeError, OSError):
+        return {}
+    times: Dict[str, List[int]] = {}
+    for line in lines:
+        name, _, values = line.partition(" ")
+        if name in allowed:
+            times[name] = [int(value) for value in values.split()[:8]]
+    return times
 
 
 def _usable_cores() -> int:

@@ -36,6 +36,7 @@ def fresh_choice(monkeypatch):
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     monkeypatch.setattr(cpu_threads, "_usable_cores", lambda: 2)
     monkeypatch.setattr(cpu_threads, "_own_load", lambda cores: 0.0)
+    monkeypatch.setattr(cpu_threads, "_cores_busy_now", lambda: None)  # the load-average fallback, unless a test sets it
     torch.set_num_threads(2)
     yield monkeypatch
     torch.set_num_threads(before)
@@ -54,6 +55,27 @@ def test_the_default_chooses_from_the_load_and_says_so(fresh_choice, caplog):
     assert 'CPU threads: 1 of 2 cores (trainer.executor.num_threads: "auto", from the load average 7.7' in caplog.text
     fresh_choice.setattr(cpu_threads.os, "getloadavg", lambda: (0.0, 0.0, 0.0))
     build()  # the process keeps its choice: every executor of a run computes alike
+    assert torch.get_num_threads() == 1
+
+
+def test_busy_cores_are_read_from_the_kernels_idle_time():
+    # jiffies: user, nice, system, idle, iowait, irq, softirq, steal
+    before = {"cpu0": [100, 0, 0, 900, 0, 0, 0, 0], "cpu1": [0, 0, 0, 1000, 0, 0, 0, 0]}
+    after = {"cpu0": [110, 0, 0, 900, 0, 0, 0, 0], "cpu1": [5, 0, 0, 1000, 5, 0, 0, 0]}
+    assert cpu_threads.busy_cores(before, after) == pytest.approx(1.5)  # cpu0 all busy, cpu1 half (iowait is idle)
+
+
+def test_auto_measures_the_cores_busy_now_not_the_lagging_load_average(fresh_choice, caplog):
+    # Right after another run ended the 1-minute load average still says 1.9 on 2 cores; the cores are idle.
+    fresh_choice.setattr(cpu_threads.os, "getloadavg", lambda: (1.9, 1.2, 0.6))
+    fresh_choice.setattr(cpu_threads, "_cores_busy_now", lambda: 0.05)
+    with caplog.at_level(logging.INFO, logger="ipuflow.execution.cpu_threads"):
+        build()
+    assert torch.get_num_threads() == 2
+    assert "other jobs keep 0.1 core(s) busy now" in caplog.text
+    fresh_choice.setattr(cpu_threads, "_chosen", None)
+    fresh_choice.setattr(cpu_threads, "_cores_busy_now", lambda: 1.8)  # a shared machine, measured
+    build()
     assert torch.get_num_threads() == 1
 
 
