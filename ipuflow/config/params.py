@@ -321,8 +321,9 @@ def with_overrides(config: Mapping[str, Any], overrides: Mapping[str, Any]) -> D
 
     ``{"a.b": 1}`` and ``{"a": {"b": 1}}`` both set one leaf and keep the rest of `a`. An object merges
     into an object key by key (a missing key is added), into a list by index (``{"lst.0": x}``), and
-    into a string as ``{"type": string}`` (a registered name written bare); any other value replaces
-    what is there, so ``{"a": null}`` followed by ``{"a": {...}}`` replaces `a` whole. A list index out
+    into a string as ``{"type": string}`` (a registered name written bare), except into a top-level
+    data path (``validation_data_path``: a file, which an object of named sets replaces); any other
+    value replaces what is there, so ``{"a": null}`` followed by ``{"a": {...}}`` replaces `a` whole. A list index out
     of range, or an object merged into a number or a boolean, is an error naming the path.
     """
     return _merge(copy.deepcopy(dict(config)), _unflatten(overrides, ""), "")  # type: ignore[return-value]
@@ -360,6 +361,11 @@ def _merge_unflattened(node: Dict[str, Any], other: Dict[str, Any], path: str) -
             node[key] = value
 
 
+def _is_data_path(path: str) -> bool:
+    """Whether `path` (``"key."``) is a top-level ``*_data_path``: a file, never a registered name."""
+    return path.count(".") == 1 and path.endswith("_data_path.")
+
+
 def _merge(target: Any, edits: Any, path: str) -> Any:
     """`target` with `edits` merged in (both already copies: `target` is changed in place)."""
     if not isinstance(edits, dict):
@@ -367,6 +373,8 @@ def _merge(target: Any, edits: Any, path: str) -> Any:
     if target is None:
         return edits
     if isinstance(target, str):
+        if _is_data_path(path):
+            return edits
         target = {"type": target}
     if isinstance(target, dict):
         for key, value in edits.items():

@@ -119,6 +119,9 @@ def read_datasets(dataset_reader: DatasetReader, validation_dataset_reader: Opti
             # A postprocessor reads the evaluation sets' metadata fields (example ids, offsets, answers).
             datasets[name] = reader.read_columnar(path, metadata=with_metadata and name != "train")
         except ConfigurationError as error:
+            if error.location is None:  # about the file itself (missing, a directory): the key naming it
+                raise ConfigurationError(error.reason, key=path_key(name), expected=error.expected,
+                                         found=error.found) from None
             # A reader names its keys relative to itself; reading happens outside the resolver.
             error.locate("validation_dataset_reader." if reader is validation_dataset_reader else "dataset_reader.")
             raise

@@ -189,3 +189,10 @@ def test_popping_logs_the_key_path(caplog):
     caplog.set_level(logging.INFO, logger="ipuflow.config")
     Params({"trainer": {"lr": 0.1}}).pop("trainer").pop("lr")
     assert "trainer.lr = 0.1" in caplog.text
+
+
+def test_an_object_replaces_a_data_path_instead_of_taking_it_for_a_type():
+    config = {"validation_data_path": "valid.jsonl", "model": "basic_classifier"}
+    merged = with_overrides(config, {"validation_data_path": {"clean": "a.jsonl"}, "model": {"dropout": 0.1}})
+    assert merged["validation_data_path"] == {"clean": "a.jsonl"}
+    assert merged["model"] == {"type": "basic_classifier", "dropout": 0.1}  # a component's bare name is still its type

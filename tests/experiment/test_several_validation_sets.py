@@ -99,3 +99,26 @@ def test_dry_run_reads_and_checks_every_set(tmp_path, tiny_data, two_sets, capsy
     assert run(["train", str(config_file), "-s", str(tmp_path / "run"), "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert "validation.clean" in out and "validation.flipped" in out and "flipped_accuracy" in out
+
+
+def test_an_override_gives_a_single_path_config_several_sets(tmp_path, tiny_data, two_sets, capsys):
+    # A data path is a file, not a registered name: an object given with -o replaces it. (It was
+    # merged as if the path were a component's type, adding a set named "type".)
+    config = tiny_config(tiny_data, num_epochs=1, validation_metric="+flipped_accuracy")
+    config_file = tmp_path / "config.json"
+    config_file.write_text(json.dumps(config))
+    overrides = json.dumps({"validation_data_path": two_sets})
+    assert run(["train", str(config_file), "-s", str(tmp_path / "run"), "--dry-run", "-o", overrides]) == 0
+    out = capsys.readouterr().out
+    assert "validation.clean" in out and "validation.flipped" in out and "validation.type" not in out
+
+
+def test_a_missing_file_of_one_set_names_its_key(tmp_path, tiny_data, two_sets, capsys):
+    config = tiny_config(tiny_data, num_epochs=1, validation_metric="+clean_accuracy")
+    config["validation_data_path"] = {"clean": two_sets["clean"], "other": str(tmp_path / "nope.jsonl")}
+    config_file = tmp_path / "config.json"
+    config_file.write_text(json.dumps(config))
+    assert run(["train", str(config_file), "-s", str(tmp_path / "run")]) == 2
+    message = " ".join(capsys.readouterr().err.split())
+    assert "validation_data_path.other: Data file" in message and "nope.jsonl' does not exist" in message
+    assert not (tmp_path / "run").exists()  # a run that failed before its first update leaves nothing
