@@ -10,6 +10,8 @@ from ipuflow.config import ConfigurationError
 
 VALIDATION = "validation"
 _SET_NAME = re.compile(r"[A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)*")
+MAX_VALIDATION_SETS = 64
+"""Each set is read and scored at every validation: a bound a shared archive cannot raise either."""
 
 
 def dataset_paths(train: str, validation: Optional[Union[str, Mapping[str, str]]],
@@ -18,14 +20,8 @@ def dataset_paths(train: str, validation: Optional[Union[str, Mapping[str, str]]
     mapping, checked), ``test``."""
     paths: Dict[str, Optional[str]] = {"train": train}
     if isinstance(validation, Mapping):
-        if not validation:
-            raise ConfigurationError(key="validation_data_path", expected="a path, or a mapping from names to paths",
-                                     found={})
+        check_set_names(validation)
         for name, path in validation.items():
-            if not isinstance(name, str) or not _SET_NAME.fullmatch(name):
-                raise ConfigurationError(
-                    f"{name!r} cannot name a validation set: its metrics are keyed validation_<name>_<metric>, so "
-                    "a name is letters and digits, joined by single '_' or '-'.", key="validation_data_path")
             paths[f"{VALIDATION}.{name}"] = path
     else:
         paths[VALIDATION] = validation
@@ -37,6 +33,18 @@ def path_key(dataset: str) -> str:
     """The config key of a dataset's path: ``train_data_path``, ``validation_data_path.<name>``."""
     kind, _, name = dataset.partition(".")
     return f"{kind}_data_path" + (f".{name}" if name else "")
+
+
+def check_set_names(validation: Mapping[str, object]) -> None:
+    """Refuse a mapping of validation sets that is empty, too large, or has a name that cannot key metrics."""
+    if not validation or len(validation) > MAX_VALIDATION_SETS:
+        raise ConfigurationError(f"expected a path, or a mapping of 1 to {MAX_VALIDATION_SETS} named validation sets, "
+                                 f"found {len(validation)} sets.", key="validation_data_path")
+    for name in validation:
+        if not isinstance(name, str) or not _SET_NAME.fullmatch(name):
+            raise ConfigurationError(
+                f"{name!r} cannot name a validation set: its metrics are keyed validation_<name>_<metric>, so "
+                "a name is letters and digits, joined by single '_' or '-'.", key="validation_data_path")
 
 
 def set_name(dataset: str) -> Optional[str]:

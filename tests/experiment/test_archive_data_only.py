@@ -254,6 +254,9 @@ SQUAD = {"type": "squad", "tokenizer": {"type": "pretrained_transformer", "model
      "dataset_reader.tokenizer.flags: not a setting a model archive's config may give here (it may give: lowercase, pattern)"),
     ("data_loader", {"batch_size": 8, "pad_to_multiple_of": 1_000_000}, "data_loader.pad_to_multiple_of: expected an integer from 1 to 128"),
     ("data_loader", {"batch_size": 8, "padding": "everything"}, "data_loader.padding: expected one of 'auto', 'longest', 'fixed'"),
+    ("validation_data_path", {f"set{index}": "v.jsonl" for index in range(100_000)},
+     "validation_data_path: expected a path, or a mapping of 1 to 64 named validation sets, found"),
+    ("validation_data_path", {"../../etc": "v.jsonl"}, "'../../etc' cannot name a validation set"),
 ])
 def test_the_allow_list_refuses_unbounded_knobs_and_unknown_keys(section, settings, refusal):
     with pytest.raises(ConfigurationError) as error:

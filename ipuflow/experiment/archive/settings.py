@@ -18,6 +18,7 @@ from typing import Any, Dict, List
 from ipuflow.config import ConfigurationError
 from ipuflow.experiment.archive.rules import OVERRIDE_NOTE, Component, Drop, Keys, Text, refused
 from ipuflow.experiment.archive.schema import EXECUTOR, component_keys
+from ipuflow.experiment.validation_sets import check_set_names
 
 logger = logging.getLogger(__name__)
 
@@ -60,9 +61,14 @@ def inference_settings(raw: Dict[str, Any], source: str) -> Dict[str, Any]:
 
 
 def _data_path(value: Any, key: str) -> Any:
-    """A data path, or (several validation sets) a mapping from names to paths, each checked as text."""
-    if isinstance(value, dict):
-        return {Text(100)(name, f"{key}.{name}"): Text(4096)(path, f"{key}.{name}") for name, path in value.items()}
+    """A data path, or (several validation sets) a mapping from names to paths, each checked as text
+    and the mapping as training checks it (at most `MAX_VALIDATION_SETS` names that can key metrics)."""
+    if isinstance(value, dict) and key == "validation_data_path":
+        try:
+            check_set_names(value)
+        except ConfigurationError as error:
+            raise ConfigurationError(f"{error.explanation} {OVERRIDE_NOTE}", path=key) from None
+        return {name: Text(4096)(path, f"{key}.{name}") for name, path in value.items()}
     return Text(4096)(value, key)
 
 
