@@ -31,6 +31,7 @@ class MaskedLanguageModelling(BatchTransform):
         self.mask_token_id = int(mask_token_id)
         self.vocab_size = int(vocab_size)
         self.special_ids: List[int] = sorted({int(special) for special in special_ids})
+        self._special = torch.tensor(self.special_ids, dtype=torch.long)  # built once, not per batch
         self.probability = float(probability)
         self.field = field
 
@@ -45,7 +46,7 @@ class MaskedLanguageModelling(BatchTransform):
         if tokens is None:
             return batch
         generator = self.generator(stream)
-        candidates = batch[f"{self.field}_mask"] & ~torch.isin(tokens, torch.tensor(self.special_ids, dtype=tokens.dtype))
+        candidates = batch[f"{self.field}_mask"] & ~torch.isin(tokens, self._special.to(tokens.dtype))
         chosen = (torch.rand(tokens.shape, generator=generator) < self.probability) & candidates
         action = torch.rand(tokens.shape, generator=generator)
         random_ids = torch.randint(self.vocab_size, tokens.shape, generator=generator, dtype=tokens.dtype)
